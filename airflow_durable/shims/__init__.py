@@ -1,0 +1,127 @@
+"""The version shim: the only place in airflow-durable that asks which Airflow is installed.
+
+Modelled on ``airflow.providers.common.compat``: every name here tries the newest API first and
+falls back once, here. Nothing else in the package branches on versions.
+
+Durable behaviour needs two things that arrived together in Airflow 3.3: the per-task-instance
+``task_state_store`` in the task context and ``airflow.sdk.ResumableJobMixin``. We detect the
+feature by importing the new API, not by comparing version strings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, TypeVar
+
+__all__ = [
+    "DURABLE_RUNTIME",
+    "StateStore",
+    "apply_defaults",
+    "durable_span",
+    "get_task_state_store",
+    "incr_metric",
+    "resolve_durable",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _detect_durable_runtime() -> bool:
+    try:
+        from airflow.sdk import ResumableJobMixin  # noqa: F401  (Airflow >= 3.3)
+    except ImportError:
+        return False
+    return True
+
+
+#: True on Airflow >= 3.3, where the task context carries a ``task_state_store`` that survives retries.
+DURABLE_RUNTIME: bool = _detect_durable_runtime()
+
+
+class StateStore(Protocol):
+    """The part of Airflow 3.3's ``TaskStateStoreAccessor`` that the engine uses."""
+
+    def get(self, key: str, default: Any = None) -> Any: ...
+
+    def set(self, key: str, value: Any, *, retention: Any = None) -> None: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+def get_task_state_store(context: Mapping[str, Any]) -> StateStore | None:
+    """Return the task state store of this try, or ``None`` where Airflow has none (below 3.3)."""
+    if not DURABLE_RUNTIME:
+        return None
+    return context.get("task_state_store")
+
+
+_warned_noop: set[str] = set()
+
+
+def resolve_durable(durable: bool | None, operator_class: str) -> bool:
+    """Turn the user's ``durable=`` argument into what this Airflow can actually do.
+
+    ``None`` (not given) means "durable where possible". An explicit ``durable=True`` on an Airflow
+    without a task state store warns once per operator class, then degrades to submitting fresh.
+    """
+    if DURABLE_RUNTIME:
+        return durable is not False
+    if durable and operator_class not in _warned_noop:
+        _warned_noop.add(operator_class)
+        warnings.warn(
+            f"{operator_class}: `durable=True` has no effect on Airflow versions below 3.3 "
+            "(no task_state_store): every try submits a fresh job.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return False
+
+
+def _load_apply_defaults() -> Callable[[F], F]:
+    try:
+        from airflow.sdk.bases.operator import BaseOperatorMeta  # Airflow 3.x
+    except ImportError:
+        from airflow.models.baseoperator import BaseOperatorMeta  # Airflow 2.x
+    return BaseOperatorMeta._apply_defaults
+
+
+#: Decorator that lets ``default_args`` fill a mixin's own ``__init__`` parameters (like ``durable``).
+apply_defaults: Callable[[F], F] = _load_apply_defaults()
+
+
+def _load_stats() -> Any:
+    try:
+        from airflow.sdk._shared.observability.metrics import stats  # Airflow >= 3.2
+
+        return stats
+    except ImportError:
+        from airflow.stats import Stats  # Airflow 2.x / early 3.x
+
+        return Stats
+
+
+def incr_metric(name: str, tags: dict[str, str]) -> None:
+    """Increment a ``resumable_job.*`` counter; metrics must never fail a task."""
+    try:
+        _load_stats().incr(name, tags=tags)
+    except Exception:  # pragma: no cover - a broken metrics backend is not our failure
+        pass
+
+
+@contextlib.contextmanager
+def durable_span(name: str) -> Iterator[Any]:
+    """An OpenTelemetry span (the SDK mixin's span names), or a no-op where OTel is absent."""
+    try:
+        from opentelemetry import trace
+    except ImportError:  # pragma: no cover - opentelemetry ships with every supported Airflow
+        yield _NoSpan()
+        return
+    with trace.get_tracer("airflow_durable").start_as_current_span(name) as span:
+        yield span
+
+
+class _NoSpan:
+    def set_attribute(self, key: str, value: Any) -> None:
+        return None
