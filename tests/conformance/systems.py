@@ -1,0 +1,115 @@
+"""The registry of durable operators the conformance suite runs against.
+
+A later system registers one ``SystemCase``: how to build its operator, how to read its emulator's
+ledger and drive its job lifecycle. The cells themselves live once, in ``test_failure_model.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SystemCase:
+    id: str
+    emulator_fixture: str
+    #: ``make(emulator, deferrable, **overrides)`` → a fresh operator (one per try, like a fresh parse).
+    make: Callable[..., Any]
+    #: Raw states in the emulator's vocabulary.
+    running: str
+    succeeded: str
+    failed: str
+    cancelled: str
+    unknown: str
+    #: ``(method, path_contains)`` of the status call; the trigger's polls use the same endpoint.
+    status_call: tuple[str, str]
+    #: How many status errors in a row the provider's retries give up after, with ``make``'s settings.
+    status_errors_to_give_up: int
+    #: XCom keys the provider operator pushes on success, per path.
+    xcoms_sync: frozenset[str]
+    xcoms_deferrable: frozenset[str]
+    #: The task-state-store key (part of the public API: fixed forever).
+    external_id_key: str
+    #: Cells this operator cannot meet: ``{cell: reason}``; the suite asserts the documented gap instead.
+    notimpl: dict[str, str] = field(default_factory=dict)
+
+    def submissions(self, emulator: Any) -> list[Any]:
+        return emulator.ledger.submissions()
+
+    def tokens(self, emulator: Any) -> list[str]:
+        return [entry.token for entry in self.submissions(emulator)]
+
+
+def _fast_retries() -> dict[str, Any]:
+    # The hook's own tenacity loop still runs (2 attempts per call); only the back-off sleeps go.
+    from tenacity import stop_after_attempt, wait_none
+
+    return {"stop": stop_after_attempt(2), "wait": wait_none()}
+
+
+def _databricks_submit(emulator: Any, deferrable: bool, **overrides: Any) -> Any:
+    from airflow_durable.operators.databricks import DurableDatabricksSubmitRunOperator
+
+    kwargs: dict[str, Any] = dict(
+        task_id="job",
+        json={
+            "new_cluster": {"spark_version": "15.4.x-scala2.12", "num_workers": 1},
+            "notebook_task": {"notebook_path": "/Shared/etl"},
+        },
+        deferrable=deferrable,
+        polling_period_seconds=0,
+        databricks_retry_limit=2,
+        databricks_retry_delay=0.01,
+        databricks_retry_args=_fast_retries(),
+    )
+    kwargs.update(overrides)
+    return DurableDatabricksSubmitRunOperator(**kwargs)
+
+
+def _databricks_run_now(emulator: Any, deferrable: bool, **overrides: Any) -> Any:
+    from airflow_durable.operators.databricks import DurableDatabricksRunNowOperator
+
+    emulator.add_job(job_id=42, name="nightly-etl")
+    kwargs: dict[str, Any] = dict(
+        task_id="job",
+        job_id=42,
+        notebook_params={"date": "2026-12-02"},
+        deferrable=deferrable,
+        polling_period_seconds=0,
+        databricks_retry_limit=2,
+        databricks_retry_delay=0.01,
+        databricks_retry_args=_fast_retries(),
+    )
+    kwargs.update(overrides)
+    return DurableDatabricksRunNowOperator(**kwargs)
+
+
+_DATABRICKS_COMMON: dict[str, Any] = dict(
+    emulator_fixture="databricks_emulator",
+    running="RUNNING",
+    succeeded="TERMINATED:SUCCESS",
+    failed="TERMINATED:FAILED",
+    cancelled="TERMINATED:CANCELED",
+    unknown="HIBERNATING",
+    status_call=("GET", "jobs/runs/get"),
+    status_errors_to_give_up=2,  # stop_after_attempt(2): two failed attempts and the hook gives up
+    xcoms_sync=frozenset({"run_id", "run_page_url"}),
+    xcoms_deferrable=frozenset({"run_id", "run_page_url", "job_id"}),
+)
+
+SYSTEMS: list[SystemCase] = [
+    SystemCase(
+        id="databricks_submit_run",
+        make=_databricks_submit,
+        external_id_key="airflow_durable.databricks_submit_run",
+        **_DATABRICKS_COMMON,
+    ),
+    SystemCase(
+        id="databricks_run_now",
+        make=_databricks_run_now,
+        external_id_key="airflow_durable.databricks_run_now",
+        **_DATABRICKS_COMMON,
+    ),
+]

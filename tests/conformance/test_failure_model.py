@@ -1,0 +1,350 @@
+"""DESIGN.md §6, once, for every registered durable operator, synchronous and deferrable.
+
+Each test is one cell of the failure model. Expectations: exactly one submission per logical job, the
+provider's XComs and result on success, a clear error otherwise, never an untracked running job.
+Below Airflow 3.3 the shim degrades to "submit fresh every try": those expectations live in
+``test_degraded.py``; here such runs are skipped with that reason, never silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_durable.engine import DurableEventError, DurableStateError, DurableStatusError
+from tests.conformance.systems import SYSTEMS, SystemCase
+from tests.harness import DURABLE, MemoryStateStore, TaskRunner, record_state
+
+pytestmark = pytest.mark.skipif(
+    not DURABLE, reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py"
+)
+
+PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
+
+
+@pytest.fixture(params=SYSTEMS, ids=[case.id for case in SYSTEMS])
+def case(request: pytest.FixtureRequest) -> SystemCase:
+    return request.param
+
+
+@pytest.fixture
+def emulator(case: SystemCase, request: pytest.FixtureRequest) -> Any:
+    return request.getfixturevalue(case.emulator_fixture)
+
+
+def runner_for(case: SystemCase, emulator: Any, deferrable: bool, **overrides: Any) -> TaskRunner:
+    return TaskRunner(lambda: case.make(emulator, deferrable, **overrides))
+
+
+def expected_xcoms(case: SystemCase, deferrable: bool) -> frozenset[str]:
+    return case.xcoms_deferrable if deferrable else case.xcoms_sync
+
+
+def only_job(case: SystemCase, emulator: Any) -> Any:
+    submissions = case.submissions(emulator)
+    assert len(submissions) == 1, [s.external_id for s in submissions]
+    return submissions[0].external_id
+
+
+# --------------------------------------------------------------------------- the happy path
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_fresh_submit_succeeds_with_provider_xcoms(case, emulator, deferrable):
+    runner = runner_for(case, emulator, deferrable)
+    outcome = runner.run()
+    assert outcome.state == "success", outcome.error
+    assert outcome.try_number == 1
+    run_id = only_job(case, emulator)
+    assert expected_xcoms(case, deferrable) <= set(outcome.xcoms)
+    assert outcome.xcoms["run_id"] == run_id
+    assert outcome.result is None  # the provider operators return None
+    assert outcome.deferrals == (1 if deferrable else 0)
+    record = runner.store.data[case.external_id_key]
+    assert record["state"] == "done" and record["external_id"] == run_id and record["generation"] == 1
+
+
+# --------------------------------------------------------------------------- crashes
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_worker_dies_after_submit_before_persist(case, emulator, deferrable):
+    """The submit→persist window: the retry resubmits the same token and the system returns the same job."""
+    runner = runner_for(case, emulator, deferrable)
+    runner.store.crash_when(record_state("submitted"), before=True)
+    outcome = runner.run()
+    assert [o.state for o in runner.outcomes] == ["crashed", "success"]
+    assert outcome.state == "success"
+    only_job(case, emulator)
+    submit_calls = [e for e in emulator.ledger.entries if e.operation in ("runs/submit", "run-now")]
+    assert len(submit_calls) == 2 and submit_calls[0].token == submit_calls[1].token
+    assert [e.created for e in submit_calls] == [True, False]
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_worker_dies_after_persist_before_waiting(case, emulator, deferrable):
+    """Deferrable: dies after submit, before defer. Sync: dies as polling starts. The retry reconnects."""
+    runner = runner_for(case, emulator, deferrable)
+    runner.store.crash_when(record_state("submitted"), before=False)
+    outcome = runner.run()
+    assert [o.state for o in runner.outcomes] == ["crashed", "success"]
+    run_id = only_job(case, emulator)
+    assert outcome.xcoms["run_id"] == run_id
+    assert expected_xcoms(case, deferrable) <= set(outcome.xcoms)
+    assert outcome.deferrals == (1 if deferrable else 0)  # a reconnect defers again, submitting nothing
+
+
+def test_trigger_error_event_while_job_runs(case, emulator):
+    """API 5xx beyond the trigger's retries fails the deferred try; the retry reconnects to the same run."""
+    emulator.lifecycle = ["PENDING", "RUNNING", "RUNNING", "RUNNING", case.succeeded]
+    method, path = case.status_call
+    emulator.faults.add(
+        method=method, path_contains=path, status=503, times=case.status_errors_to_give_up, transport="async"
+    )
+    runner = runner_for(case, emulator, True)
+    outcome = runner.run()
+    assert [o.state for o in runner.outcomes] == ["failed", "success"]
+    assert "trigger failed" in str(runner.outcomes[0].error)
+    only_job(case, emulator)
+    assert outcome.deferrals == 1
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["before-done-recorded", "after-done-recorded"])
+def test_worker_dies_in_execute_complete_after_success(case, emulator, before):
+    runner = runner_for(case, emulator, True)
+    runner.store.crash_when(record_state("done"), before=before)
+    outcome = runner.run()
+    assert [o.state for o in runner.outcomes] == ["crashed", "success"]
+    run_id = only_job(case, emulator)
+    assert outcome.deferrals == 0  # already succeeded: no new deferral
+    assert case.xcoms_deferrable <= set(outcome.xcoms)
+    assert outcome.xcoms["run_id"] == run_id
+
+
+def test_sync_worker_dies_after_success_before_airflow_records_it(case, emulator):
+    runner = runner_for(case, emulator, False)
+    runner.store.crash_when(record_state("done"), before=False)
+    outcome = runner.run()
+    assert [o.state for o in runner.outcomes] == ["crashed", "success"]
+    only_job(case, emulator)
+    assert case.xcoms_sync <= set(outcome.xcoms)
+
+
+def test_triggerer_killed_mid_deferral(case, emulator):
+    emulator.lifecycle = ["PENDING"] * 3 + ["RUNNING"] * 20 + [case.succeeded]
+    runner = runner_for(case, emulator, True)
+    runner.trigger_interrupts = 1
+    outcome = runner.run()
+    assert outcome.state == "success" and outcome.try_number == 1
+    only_job(case, emulator)
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_user_clears_finished_task_runs_the_job_again(case, emulator, deferrable):
+    runner = runner_for(case, emulator, deferrable)
+    assert runner.run().state == "success"
+    runner.clear()
+    assert runner.run().state == "success"
+    submissions = case.submissions(emulator)
+    assert len(submissions) == 2
+    assert submissions[0].token != submissions[1].token  # new generation, new idempotency token
+    assert runner.store.data[case.external_id_key]["generation"] == 2
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_status_api_error_mid_poll(case, emulator, deferrable):
+    """The status API fails past the hook's retries: the try fails, the retry reconnects (1 submission)."""
+    emulator.lifecycle = ["PENDING", "RUNNING", "RUNNING", case.succeeded]
+    method, path = case.status_call
+    fault = emulator.faults.add(
+        method=method,
+        path_contains=path,
+        status=500,
+        times=case.status_errors_to_give_up,
+        transport="sync" if not deferrable else "async",
+    )
+    runner = runner_for(case, emulator, deferrable)
+    outcome = runner.run()
+    assert fault.hits == case.status_errors_to_give_up
+    assert [o.state for o in runner.outcomes] == ["failed", "success"]
+    only_job(case, emulator)
+    assert outcome.state == "success"
+
+
+# --------------------------------------------------------------------------- bad stored values
+MALFORMED = [
+    pytest.param(7, id="bare-int"),
+    pytest.param("", id="empty-string"),
+    pytest.param({}, id="empty-dict"),
+    pytest.param([1, 2], id="list"),
+    pytest.param({"job": 1}, id="foreign-dict"),
+    pytest.param(
+        {"schema": "airflow-durable/1", "generation": 1, "token": "t", "state": "submitted", "external_id": "x"},
+        id="wrong-id-type",
+    ),
+    pytest.param(
+        {"schema": "airflow-durable/1", "generation": 0, "token": "t", "state": "submitted", "external_id": 5},
+        id="bad-generation",
+    ),
+    pytest.param({"schema": "airflow-durable/9", "generation": 1, "token": "t", "state": "done"}, id="future-schema"),
+]
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+@pytest.mark.parametrize("stored", MALFORMED)
+def test_malformed_stored_value_fails_clearly_and_submits_nothing(case, emulator, deferrable, stored):
+    runner = runner_for(case, emulator, deferrable)
+    runner.store.data[case.external_id_key] = stored
+    outcome = runner.run_try()
+    assert outcome.state == "failed"
+    assert isinstance(outcome.error, DurableStateError)
+    assert case.external_id_key in str(outcome.error) and "job" in str(outcome.error)
+    assert case.submissions(emulator) == []
+    assert runner.store.data[case.external_id_key] == stored  # nothing lost
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_stored_id_unknown_to_the_system_submits_a_new_generation(case, emulator, deferrable):
+    runner = runner_for(case, emulator, deferrable)
+    runner.store.crash_when(record_state("submitted"), before=False)
+    assert runner.run_try().state == "crashed"
+    emulator.expire(only_job(case, emulator))  # run history expired (404)
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    submissions = case.submissions(emulator)
+    assert len(submissions) == 2 and submissions[0].token != submissions[1].token
+    assert runner.store.data[case.external_id_key]["generation"] == 2
+
+
+# --------------------------------------------------------------------------- the state store fails
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_state_store_read_fails(case, emulator, deferrable):
+    runner = runner_for(case, emulator, deferrable)
+    runner.store.fail_get = True
+    outcome = runner.run_try()
+    assert isinstance(outcome.error, DurableStateError)
+    assert "could not read" in str(outcome.error)
+    assert case.submissions(emulator) == []
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_intent_write_fails_before_anything_is_submitted(case, emulator, deferrable):
+    runner = runner_for(case, emulator, deferrable)
+    runner.store.fail_set(record_state("submitting"))
+    outcome = runner.run_try()
+    assert isinstance(outcome.error, DurableStateError)
+    assert case.submissions(emulator) == []
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_id_write_fails_cancels_the_job_just_submitted(case, emulator, deferrable):
+    emulator.lifecycle = ["PENDING", "RUNNING", case.succeeded]
+    runner = runner_for(case, emulator, deferrable)
+    runner.store.fail_set(record_state("submitted"))
+    outcome = runner.run_try()
+    assert isinstance(outcome.error, DurableStateError)
+    run_id = only_job(case, emulator)
+    assert emulator.run(run_id).state == case.cancelled  # no untracked running job
+    assert [e.operation for e in emulator.ledger.entries][-1] == "runs/cancel"
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_completion_write_fails_but_the_task_succeeds(case, emulator, deferrable, caplog):
+    runner = runner_for(case, emulator, deferrable)
+    runner.store.fail_set(record_state("done"))
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    only_job(case, emulator)
+    assert "could not be recorded" in caplog.text
+
+
+# --------------------------------------------------------------------------- the job ends badly
+@pytest.mark.parametrize("deferrable", PATHS)
+@pytest.mark.parametrize("ending", ["failed", "cancelled"])
+def test_job_ends_badly_then_the_retry_submits_a_new_generation(case, emulator, deferrable, ending):
+    emulator.lifecycle = ["PENDING", "RUNNING", getattr(case, ending)]
+    runner = runner_for(case, emulator, deferrable)
+    first = runner.run_try()
+    assert first.state == "failed"
+    assert runner.store.data[case.external_id_key]["state"] == "submitted"  # kept for the next try
+    emulator.lifecycle = ["PENDING", "RUNNING", case.succeeded]
+    second = runner.run_try()
+    assert second.state == "success", second.error
+    submissions = case.submissions(emulator)
+    assert len(submissions) == 2 and submissions[0].token != submissions[1].token
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_unknown_status_fails_clearly_without_submitting(case, emulator, deferrable):
+    runner = runner_for(case, emulator, deferrable)
+    runner.store.crash_when(record_state("submitted"), before=False)
+    assert runner.run_try().state == "crashed"
+    run_id = only_job(case, emulator)
+    emulator.set_state(run_id, case.unknown)
+    outcome = runner.run_try()
+    assert isinstance(outcome.error, DurableStatusError)
+    assert case.unknown in str(outcome.error) and str(run_id) in str(outcome.error)
+    assert len(case.submissions(emulator)) == 1
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        pytest.param(None, id="none"),
+        pytest.param("done", id="string"),
+        pytest.param({"run_id": 1}, id="missing-fields"),
+        pytest.param({"status": "error", "message": "boom"}, id="error-shape"),
+    ],
+)
+def test_malformed_trigger_event_fails_clearly_and_the_retry_recovers(case, emulator, event):
+    runner = runner_for(case, emulator, True)
+    runner.event_filter = lambda real_event: event
+    first = runner.run_try()
+    assert isinstance(first.error, DurableEventError)
+    run_id = only_job(case, emulator)
+    assert "job" in str(first.error) and str(run_id) in str(first.error)
+    runner.event_filter = None
+    assert runner.run_try().state == "success"
+    assert len(case.submissions(emulator)) == 1
+
+
+def test_event_about_another_job_is_refused(case, emulator):
+    runner = runner_for(case, emulator, True)
+    runner.event_filter = lambda real_event: {**real_event, "run_id": 999_999}
+    outcome = runner.run_try()
+    assert isinstance(outcome.error, DurableEventError)
+    assert "999999" in str(outcome.error)
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_on_kill_cancels_the_tracked_job_and_keeps_the_record(case, emulator, deferrable):
+    emulator.lifecycle = ["PENDING", "RUNNING"]
+    runner = runner_for(case, emulator, deferrable)
+    runner.store.crash_when(record_state("submitted"), before=False)
+    runner.run_try()
+    runner.last_operator.on_kill()
+    run_id = only_job(case, emulator)
+    assert emulator.run(run_id).state == case.cancelled
+    assert runner.store.data[case.external_id_key]["state"] == "submitted"
+    emulator.lifecycle = ["PENDING", "RUNNING", case.succeeded]
+    assert runner.run_try().state == "success"  # the retry sees "cancelled" and submits fresh
+    assert len(case.submissions(emulator)) == 2
+
+
+def test_decisions_are_logged_once_with_the_id(case, emulator, caplog):
+    runner = runner_for(case, emulator, True)
+    runner.store.crash_when(record_state("submitted"), before=False)
+    with caplog.at_level("INFO"):
+        runner.run()
+    run_id = only_job(case, emulator)
+    decisions = [r.getMessage() for r in caplog.records if "[fresh_submit]" in r.getMessage() or "[reconnect]" in r.getMessage()]
+    assert len(decisions) == 2, decisions
+    assert str(run_id) in decisions[1]
+
+
+def test_degrade_with_durable_false_on_this_airflow(case, emulator):
+    """``durable=False`` is the degraded contract on any Airflow: no store access, every try submits."""
+    runner = TaskRunner(lambda: case.make(emulator, True, durable=False), store=MemoryStateStore())
+    method, path = case.status_call
+    emulator.faults.add(method=method, path_contains=path, status=503, times=case.status_errors_to_give_up, transport="async")
+    outcome = runner.run()
+    assert outcome.state == "success"
+    assert runner.store.calls == []
+    assert len(case.submissions(emulator)) == 2

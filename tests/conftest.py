@@ -1,0 +1,17 @@
+"""Test-session setup: a throwaway AIRFLOW_HOME before anything imports Airflow, fully offline."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+# Airflow reads its home and config at import time, so this must run before any test module imports it.
+_home = tempfile.mkdtemp(prefix="airflow-durable-tests-")
+os.environ["AIRFLOW_HOME"] = _home
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", os.path.join(os.path.dirname(__file__), "e2e", "dags"))
+os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_home}/airflow.db")
+# No OpenLineage / telemetry traffic from a test run.
+os.environ.setdefault("AIRFLOW__OPENLINEAGE__DISABLED", "True")
+os.environ.setdefault("SCARF_ANALYTICS", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")

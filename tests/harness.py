@@ -1,0 +1,235 @@
+"""A small, faithful stand-in for Airflow's task runner, for the conformance suite.
+
+It plays Airflow's part only — never ours: one task instance whose tries share a state store (as
+``task_state_store`` rows are shared by all tries), XComs cleared at every new try but kept across a
+deferral resume, ``TaskDeferred`` handled like the triggerer does (the trigger is serialized and rebuilt
+from its classpath and kwargs, then its real async ``run()`` goes against the emulator), and trigger
+failures turned into a failed try like ``__fail__``. Crashes are injected at the Airflow boundary: a
+``WorkerCrash`` (``BaseException``, so no ``except Exception`` can swallow it) raised by the state store
+around a chosen write models a worker killed at that instant.
+
+The end-to-end tests (``tests/e2e``) run the same scenarios through real ``dag.test()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import importlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_durable import shims
+
+try:  # Airflow 3
+    from airflow.sdk.exceptions import TaskDeferred
+except ImportError:  # Airflow 2
+    from airflow.exceptions import TaskDeferred
+
+
+class WorkerCrash(BaseException):
+    """The worker process died here (SIGKILL): nothing after this line of the try runs."""
+
+
+class StoreUnavailable(RuntimeError):
+    """What a failing execution API looks like to the task: the store call raised."""
+
+
+@dataclass
+class StoreCall:
+    op: str
+    key: str
+    value: Any = None
+
+
+class MemoryStateStore:
+    """Airflow's ``TaskStateStoreAccessor`` semantics (JSON values, ``None`` refused), in memory.
+
+    ``crash_when(predicate, before=True)`` raises ``WorkerCrash`` on the first ``set`` whose value matches,
+    before or after the value is stored. ``fail_get`` / ``fail_set(predicate)`` make calls raise.
+    """
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+        self.calls: list[StoreCall] = []
+        self._crash: tuple[Callable[[Any], bool], bool] | None = None
+        self.fail_get = False
+        self._fail_set: Callable[[Any], bool] | None = None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.calls.append(StoreCall("get", key))
+        if self.fail_get:
+            raise StoreUnavailable("execution API: 503 Service Unavailable")
+        value = self.data.get(key, default)
+        return copy.deepcopy(value)
+
+    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
+        self.calls.append(StoreCall("set", key, copy.deepcopy(value)))
+        if value is None:
+            raise ValueError("Cannot set value as None")
+        json.dumps(value)  # the real accessor sends JSON over the supervisor channel
+        if self._fail_set is not None and self._fail_set(value):
+            raise StoreUnavailable("execution API: 503 Service Unavailable")
+        crash = self._crash
+        if crash is not None and crash[0](value) and crash[1]:
+            self._crash = None
+            raise WorkerCrash(f"killed before storing {value!r}")
+        self.data[key] = copy.deepcopy(value)
+        if crash is not None and crash[0](value) and not crash[1]:
+            self._crash = None
+            raise WorkerCrash(f"killed after storing {value!r}")
+
+    def delete(self, key: str) -> None:
+        self.calls.append(StoreCall("delete", key))
+        self.data.pop(key, None)
+
+    def crash_when(self, predicate: Callable[[Any], bool], *, before: bool) -> None:
+        self._crash = (predicate, before)
+
+    def fail_set(self, predicate: Callable[[Any], bool] | None) -> None:
+        self._fail_set = predicate
+
+
+def record_state(state: str) -> Callable[[Any], bool]:
+    """Predicate: a state-store value that is an engine record in ``state``."""
+    return lambda value: isinstance(value, dict) and value.get("state") == state
+
+
+class FakeTaskInstance:
+    """The attributes of Airflow's runtime task instance that operators read."""
+
+    def __init__(self, dag_id: str, run_id: str, task_id: str, retries: int) -> None:
+        self.dag_id, self.run_id, self.task_id = dag_id, run_id, task_id
+        self.map_index = -1
+        self.try_number = 0
+        self.max_tries = retries
+        self.stats_tags: dict[str, str] = {}
+        self.xcoms: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        json.dumps(value)
+        self.xcoms[key] = value
+
+    def xcom_pull(self, task_ids: Any = None, key: str = "return_value", **_: Any) -> Any:
+        return self.xcoms.get(key)
+
+
+@dataclass
+class TryOutcome:
+    try_number: int
+    state: str  # "success" | "failed" | "crashed"
+    result: Any = None
+    error: BaseException | None = None
+    deferrals: int = 0
+    xcoms: dict[str, Any] = field(default_factory=dict)
+
+
+class TaskRunner:
+    """Runs tries of one task instance the way Airflow would, against a real trigger."""
+
+    def __init__(
+        self,
+        make_operator: Callable[[], Any],
+        store: MemoryStateStore | None = None,
+        retries: int = 3,
+        trigger_interrupts: int = 0,
+    ) -> None:
+        self.make_operator = make_operator
+        self.store = store if store is not None else MemoryStateStore()
+        self.ti = FakeTaskInstance("conformance", "manual__2026-12-02", "job", retries)
+        self.trigger_interrupts = trigger_interrupts  # "triggerer killed mid-deferral" this many times
+        #: Replaces a trigger's event before the task resumes: a broken trigger or event serialization.
+        self.event_filter: Callable[[Any], Any] | None = None
+        self.outcomes: list[TryOutcome] = []
+        self.last_operator: Any = None
+
+    def context(self) -> dict[str, Any]:
+        context: dict[str, Any] = {"ti": self.ti, "task_instance": self.ti, "run_id": self.ti.run_id}
+        context["task_state_store"] = self.store
+        return context
+
+    def run_try(self) -> TryOutcome:
+        self.ti.try_number += 1
+        self.ti.xcoms = {}  # Airflow clears a task's XComs at the start of every new try
+        outcome = TryOutcome(self.ti.try_number, "failed")
+        operator = self.make_operator()  # every try is a fresh process with a freshly parsed operator
+        self.last_operator = operator
+        context = self.context()
+        method: Callable[..., Any] = operator.execute
+        kwargs: dict[str, Any] = {}
+        try:
+            while True:
+                try:
+                    outcome.result = method(context, **kwargs)
+                    outcome.state = "success"
+                    break
+                except TaskDeferred as deferred:
+                    outcome.deferrals += 1
+                    event = self._run_trigger(deferred.trigger)
+                    if self.event_filter is not None:
+                        event = self.event_filter(event)
+                    # A resumed try is a new process too: a fresh operator object.
+                    operator = self.make_operator()
+                    self.last_operator = operator
+                    method = getattr(operator, deferred.method_name)
+                    kwargs = {"event": event}
+        except WorkerCrash as crash:
+            outcome.state, outcome.error = "crashed", crash
+        except Exception as err:  # the try fails, Airflow marks it up_for_retry
+            outcome.state, outcome.error = "failed", err
+        outcome.xcoms = dict(self.ti.xcoms)
+        self.outcomes.append(outcome)
+        return outcome
+
+    def run(self, max_tries: int | None = None) -> TryOutcome:
+        """Run tries until one succeeds or the retries are used up; return the last outcome."""
+        limit = (self.ti.max_tries + 1) if max_tries is None else max_tries
+        outcome = self.run_try()
+        while outcome.state != "success" and self.ti.try_number < limit:
+            outcome = self.run_try()
+        return outcome
+
+    def clear(self, retries: int = 3) -> None:
+        """A user clears the finished task: Airflow raises max_tries (models/taskinstance.py)."""
+        self.ti.max_tries = self.ti.try_number + retries
+
+    def _run_trigger(self, trigger: Any) -> Any:
+        for _ in range(self.trigger_interrupts):
+            # The triggerer dies after the trigger's first poll; another one rebuilds it from the DB row.
+            asyncio.run(_first_event(_rebuild(trigger), timeout=0.3, allow_timeout=True))
+            trigger = _rebuild(trigger)
+        self.trigger_interrupts = 0
+        return asyncio.run(_first_event(_rebuild(trigger), timeout=30))
+
+
+class TriggerFailure(RuntimeError):
+    """The trigger raised: Airflow resumes the task with ``__fail__`` and the try fails."""
+
+
+def _rebuild(trigger: Any) -> Any:
+    classpath, kwargs = trigger.serialize()
+    module, _, name = classpath.rpartition(".")
+    return getattr(importlib.import_module(module), name)(**kwargs)
+
+
+async def _first_event(trigger: Any, timeout: float, allow_timeout: bool = False) -> Any:
+    async def first() -> Any:
+        async for event in trigger.run():
+            return event.payload
+        raise TriggerFailure("trigger ended without an event")
+
+    try:
+        return await asyncio.wait_for(first(), timeout)
+    except asyncio.TimeoutError:
+        if allow_timeout:
+            return None
+        raise TriggerFailure(f"trigger produced no event within {timeout}s") from None
+    except TriggerFailure:
+        raise
+    except Exception as err:
+        raise TriggerFailure(f"trigger failed: {err}") from err
+
+
+DURABLE = shims.DURABLE_RUNTIME
