@@ -1,0 +1,241 @@
+"""``airflow-durable migrate``: swap provider operators for their durable drop-ins (libcst codemod).
+
+Only imports and references to the catalogue's classes change; arguments, comments, formatting, aliases
+and DAG structure are left exactly as they were. A second run changes nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst._metadata_dependent import LazyValue
+from libcst.metadata import MetadataWrapper, QualifiedNameProvider
+
+from airflow_durable.lint import catalogue
+from airflow_durable.lint.catalogue import DropIn
+from airflow_durable.lint.context import FileContext
+from airflow_durable.lint.rules.split import Split, find_splits
+
+
+@dataclass
+class MigrationResult:
+    path: str
+    original: str
+    migrated: str
+    swapped: list[str] = field(default_factory=list)  # "Provider -> Durable" per rewritten import
+    notes: list[str] = field(default_factory=list)  # things seen but deliberately not rewritten
+    split_suggestions: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.original != self.migrated
+
+    def diff(self) -> str:
+        return "".join(difflib.unified_diff(
+            self.original.splitlines(keepends=True), self.migrated.splitlines(keepends=True),
+            fromfile=f"a/{self.path}", tofile=f"b/{self.path}"))
+
+
+def _dotted(name: str) -> cst.Attribute | cst.Name:
+    parts = name.split(".")
+    node: cst.Attribute | cst.Name = cst.Name(parts[0])
+    for part in parts[1:]:
+        node = cst.Attribute(value=node, attr=cst.Name(part))
+    return node
+
+
+def _module_name(node: cst.ImportFrom) -> str | None:
+    if node.relative or node.module is None:
+        return None
+    return cst.helpers.get_full_name_for_node(node.module)
+
+
+def _qnames(mapping: object, node: cst.CSTNode) -> set[str]:
+    value = mapping.get(node, ())  # type: ignore[attr-defined]
+    if isinstance(value, LazyValue):
+        value = value()
+    return {q.name for q in value}
+
+
+class _AttributeUses(cst.CSTVisitor):
+    """Pre-pass: provider classes reached through a module (``dbx.DatabricksSubmitRunOperator``)."""
+
+    METADATA_DEPENDENCIES = (QualifiedNameProvider,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_module: dict[str, list[DropIn]] = {}
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        for q in self.get_metadata(QualifiedNameProvider, node, set()):
+            drop_in = catalogue.lookup(q.name)
+            if drop_in and drop_in not in self.by_module.setdefault(drop_in.provider_module, []):
+                self.by_module[drop_in.provider_module].append(drop_in)
+
+
+class DurableTransformer(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (QualifiedNameProvider,)
+
+    def __init__(self, attribute_uses: dict[str, list[DropIn]]) -> None:
+        super().__init__()
+        self.attribute_uses = attribute_uses
+        self.swapped: list[str] = []
+        self.notes: list[str] = []
+
+    # Import statements are rewritten as whole lines (see leave_SimpleStatementLine); their names must
+    # not be renamed as if they were uses.
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        for q in self.get_metadata(QualifiedNameProvider, original_node, set()):
+            drop_in = catalogue.lookup(q.name)
+            # Only a name that *is* the provider class (imported without an alias) is renamed; an alias
+            # keeps pointing at the rewritten import, so its uses stay as written.
+            if drop_in and original_node.value == drop_in.provider_class:
+                return updated_node.with_changes(value=drop_in.durable_class)
+        return updated_node
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
+        for q in self.get_metadata(QualifiedNameProvider, original_node, set()):
+            drop_in = catalogue.lookup(q.name)
+            if drop_in:
+                return cst.Name(drop_in.durable_class)
+        return updated_node
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        if len(updated_node.body) != 1:
+            return updated_node
+        stmt = updated_node.body[0]
+        if isinstance(stmt, cst.ImportFrom):
+            return self._rewrite_from(updated_node, stmt)
+        if isinstance(stmt, cst.Import):
+            return self._after_module_import(updated_node, stmt)
+        return updated_node
+
+    def _rewrite_from(self, line: cst.SimpleStatementLine, stmt: cst.ImportFrom
+                      ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        module = _module_name(stmt)
+        candidates = {d.provider_class: d for d in catalogue.BY_PROVIDER_MODULE.get(module or "", [])}
+        if not candidates:
+            return line
+        if isinstance(stmt.names, cst.ImportStar):
+            self.notes.append(f"'from {module} import *' left as is: name the operators explicitly to migrate")
+            return line
+        keep: list[cst.ImportAlias] = []
+        moved: dict[str, list[cst.ImportAlias]] = {}
+        for alias in stmt.names:
+            name = cst.helpers.get_full_name_for_node(alias.name)
+            drop_in = candidates.get(name or "")
+            if drop_in is None:
+                keep.append(alias)
+                continue
+            self.swapped.append(f"{drop_in.provider_class} -> {drop_in.durable_class}")
+            moved.setdefault(drop_in.durable_module, []).append(alias.with_changes(name=cst.Name(drop_in.durable_class)))
+        if not moved:
+            return line
+        if not keep and len(moved) == 1:
+            # Everything moves to one module: edit in place so parentheses, commas and comments survive.
+            target, aliases = next(iter(moved.items()))
+            return line.with_changes(body=[stmt.with_changes(module=_dotted(target), names=aliases)])
+        lines: list[cst.BaseStatement] = []
+        if keep:
+            last = keep[-1]
+            if isinstance(stmt.names[-1].comma, cst.MaybeSentinel) or stmt.rpar is None:
+                keep[-1] = last.with_changes(comma=stmt.names[-1].comma)
+            lines.append(line.with_changes(body=[stmt.with_changes(names=keep)]))
+        for index, (target, aliases) in enumerate(moved.items()):
+            aliases[-1] = aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            new_import = cst.ImportFrom(module=_dotted(target), names=aliases)
+            # The first new line takes the original's leading comments when the original line went away.
+            leading = line.leading_lines if (not keep and index == 0) else ()
+            lines.append(cst.SimpleStatementLine(body=[new_import], leading_lines=leading))
+        return cst.FlattenSentinel(lines)
+
+    def _after_module_import(self, line: cst.SimpleStatementLine, stmt: cst.Import
+                             ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        added: list[cst.BaseStatement] = []
+        for alias in stmt.names:
+            module = cst.helpers.get_full_name_for_node(alias.name) or ""
+            by_target: dict[str, list[str]] = {}
+            for drop_in in self.attribute_uses.get(module, []):
+                by_target.setdefault(drop_in.durable_module, []).append(drop_in.durable_class)
+                self.swapped.append(f"{module}.{drop_in.provider_class} -> {drop_in.durable_class}")
+            for target, classes in by_target.items():
+                added.append(cst.SimpleStatementLine(body=[cst.ImportFrom(
+                    module=_dotted(target), names=[cst.ImportAlias(name=cst.Name(c)) for c in classes])]))
+        if not added:
+            return line
+        # The module import stays: other names may still come from it.
+        return cst.FlattenSentinel([line, *added])
+
+
+def migrate_source(path: str, source: str) -> MigrationResult:
+    """Rewrite one file's source. Raises ``libcst.ParserSyntaxError`` when it does not parse."""
+    module = cst.parse_module(source)
+    wrapper = MetadataWrapper(module)
+    uses = _AttributeUses()
+    wrapper.visit(uses)
+    transformer = DurableTransformer(uses.by_module)
+    migrated = wrapper.visit(transformer).code
+    result = MigrationResult(path, source, migrated, transformer.swapped, transformer.notes)
+    ctx = FileContext(path, source)
+    result.split_suggestions = [split_suggestion(ctx, s) for s in find_splits(ctx)]
+    return result
+
+
+def split_suggestion(ctx: FileContext, split: Split) -> str:
+    """The one-task rewrite for a submit+sensor split, as text for a person to apply (never applied)."""
+    submit_line, _ = ctx.position(split.submit.call)
+    sensor_line, _ = ctx.position(split.sensor.call)
+    header = (f"{ctx.path}:{submit_line}: '{split.submit.task_id}' submits without waiting ({split.how}) and "
+              f"'{split.sensor.task_id}' (line {sensor_line}) waits on the same job. Not rewritten; suggested:")
+    if split.drop_in is None or split.submit.class_name is None:
+        body = ("    Replace both with one task that submits and waits (a durable operator, or a "
+                "ResumableJobMixin subclass), or keep the split with mode=\"reschedule\" on the sensor.")
+        return f"{header}\n{body}"
+    call = split.submit.call
+    flag = split.drop_in.no_wait_kwarg
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value in {flag, "deferrable"})]
+    args.append(cst.Arg(keyword=cst.Name("deferrable"), value=cst.Name("True"),
+                        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                              whitespace_after=cst.SimpleWhitespace(""))))
+    fixed = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(args) - 1
+             else a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+             for i, a in enumerate(args)]
+    new_call = call.with_changes(func=cst.Name(split.drop_in.durable_class), args=fixed,
+                                 whitespace_before_args=cst.SimpleWhitespace(""))
+    code = cst.Module(body=[]).code_for_node(new_call)
+    code = " ".join(code.split())  # one line: formatting is the user's choice, not ours
+    lines = [
+        header,
+        f"    {split.submit.key} = {code}",
+        f"    # remove '{split.sensor.task_id}' and make its downstream tasks depend on '{split.submit.task_id}'.",
+        "    # With a Triggerer: deferrable=True (above). No Triggerer and the job may hold a worker: "
+        "deferrable=False.",
+        f"    # No Triggerer, a long job and scarce worker slots: keep the split and give "
+        f"'{split.sensor.task_id}' mode=\"reschedule\".",
+    ]
+    return "\n".join(lines)
+
+
+def migrate_paths(paths: Sequence[str]) -> list[MigrationResult]:  # pragma: no cover - thin convenience
+    out = []
+    for p in paths:
+        with open(p, encoding="utf-8") as fh:
+            out.append(migrate_source(p, fh.read()))
+    return out
