@@ -20,7 +20,8 @@ class FunctionFlow:
         self.ctx = ctx
         self.fn = fn
         self.params = {p.name.value for p in _all_params(fn.params)}
-        self.env: dict[str, cst.BaseExpression] = {}
+        self.env: dict[str, cst.BaseExpression] = {}  # last binding of each local name
+        self.bindings: dict[str, list[cst.BaseExpression]] = {}  # every binding, in source order
         for node in ctx.own_nodes(fn):
             if isinstance(node, cst.Assign):
                 for target in node.targets:
@@ -34,6 +35,9 @@ class FunctionFlow:
             elif isinstance(node, cst.WithItem) and node.asname is not None:
                 if isinstance(node.asname.name, cst.Name):
                     self.env[node.asname.name.value] = node.item
+        for node in ctx.own_nodes(fn):
+            for name, value in _binding(node):
+                self.bindings.setdefault(name, []).append(value)
 
     def resolve(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression:
         """Follow a local name to the expression last bound to it."""
@@ -78,25 +82,35 @@ class FunctionFlow:
             if isinstance(node, cst.Call) and is_variable_call(self.ctx, node, methods):
                 yield node
 
-    def stored_read(self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> str | None:
-        """Where a value comes from when it is read back from somewhere a retry could see it."""
+    def stored_read(self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()
+                    ) -> tuple[str, str | None] | None:
+        """Where a value is read back from (Variable / XCom / a state store) and under which key."""
         for node in self.ctx.walk(expr):
-            if isinstance(node, cst.Name) and node.value in self.env and node.value not in seen:
-                inner = self.stored_read(self.env[node.value], seen | {node.value})
-                if inner:
-                    return inner
+            if isinstance(node, cst.Name) and node.value in self.bindings and node.value not in seen:
+                for bound in self.bindings[node.value]:
+                    inner = self.stored_read(bound, seen | {node.value})
+                    if inner:
+                        return inner
             if not isinstance(node, cst.Call):
                 continue
             if is_variable_call(self.ctx, node, {"get"}):
-                return "Variable"
+                return "Variable", string_value(arg(node, 0, "key"))
             name = method_name(node)
             if name == "xcom_pull":
-                return "XCom"
+                return "XCom", string_value(arg(node, None, "key"))
             if name == "get" and isinstance(node.func, cst.Attribute):
                 kind = self.store_kind(node.func.value)
                 if kind:
-                    return f"{kind}_state_store"
+                    return f"{kind}_state_store", string_value(arg(node, 0, "key"))
         return None
+
+
+def _binding(node: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
+    if isinstance(node, cst.Assign):
+        return [(t.target.value, node.value) for t in node.targets if isinstance(t.target, cst.Name)]
+    if isinstance(node, (cst.AnnAssign, cst.NamedExpr)) and isinstance(node.target, cst.Name) and node.value:
+        return [(node.target.value, node.value)]
+    return []
 
 
 def is_variable_call(ctx: FileContext, call: cst.Call, methods: set[str]) -> bool:

@@ -48,15 +48,28 @@ def check(ctx: FileContext) -> Iterator[Finding]:
                 yield ctx.finding("ADR002", call, ADR002.format(key=_key_label(ctx, key), task=task))
             else:
                 yield ctx.finding("ADR001", call, ADR001.format(method=method, key=_key_label(ctx, key), task=task))
+        written_names = {ctx.code(k) for c in set_calls if (k := arg(c, 0, "key")) is not None}
         for call in flow.variable_calls({"get"}):
-            text, key = _key_text(call)
-            literal = string_value(key)
-            if literal is not None and literal in written_keys:
-                # Read back what this task writes: the read is part of the flagged pattern; a watermark
-                # read is reported once, on the write.
-                if not is_watermark_key(literal):
-                    yield ctx.finding("ADR001", call, ADR001.format(method="get", key=_key_label(ctx, key), task=task))
-            elif isinstance(key, cst.FormattedString) and is_run_scoped_placeholder(names_in(key)):
+            key = arg(call, 0, "key")
+            if key is None:
+                continue
+            literal = string_value(flow.resolve(key))
+            if literal is not None and literal in written_keys and is_watermark_key(literal):
+                continue  # the watermark pattern is reported once, on the write (ADR002)
+            if (literal is not None and literal in written_keys) or ctx.code(key) in written_names \
+                    or _run_scoped(ctx, flow.resolve(key)):
+                # Read back what this task writes, or a key built from the run's identity: per-run state.
                 yield ctx.finding("ADR001", call, ADR001.format(method="get", key=_key_label(ctx, key), task=task))
             # A constant key that this task never writes is configuration: the recommended place to read
             # it is exactly here, at run time, so it is not flagged.
+
+
+def _run_scoped(ctx: FileContext, key: cst.BaseExpression) -> bool:
+    if not isinstance(key, cst.FormattedString):
+        return False
+    words: set[str] = set()
+    for part in key.parts:
+        if isinstance(part, cst.FormattedStringExpression):
+            words |= names_in(part.expression)
+            words |= {v for n in ctx.walk(part.expression) if (v := string_value(n)) is not None}
+    return is_run_scoped_placeholder(words)

@@ -73,15 +73,30 @@ def _branch_submits(ctx: FileContext, block: cst.CSTNode | None) -> bool:
     return any(isinstance(n, cst.Call) and is_submit_call_name(callee_name(n)) for n in ctx.walk(block))
 
 
+def _falls_through_to_submit(ctx: FileContext, node: cst.If) -> bool:
+    """``if stored: return reconnect(...)`` followed by a submit: the code after the if is the else."""
+    if node.orelse is not None or not any(isinstance(n, cst.Return) for n in ctx.walk(node.body)):
+        return False
+    block = ctx.parent(node)
+    if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return False
+    after = list(block.body)[list(block.body).index(node) + 1:]
+    return any(_branch_submits(ctx, stmt) for stmt in after)
+
+
 def _hand_rolled_resume(ctx: FileContext, fn: cst.FunctionDef, flow: FunctionFlow) -> Iterator[Finding]:
     if ctx.functions[fn].class_node is not None and fn.name.value in {"submit_job", "get_job_status"}:
         return  # inside a ResumableJobMixin implementation: the mixin owns the decision
     for node in ctx.own_nodes(fn):
         if not isinstance(node, cst.If):
             continue
-        source = flow.stored_read(node.test)
-        if source is None:
+        read = flow.stored_read(node.test)
+        if read is None:
             continue
-        if _branch_submits(ctx, node.body) or _branch_submits(ctx, node.orelse):
+        source, key = read
+        # A flag or a setting read from a Variable is configuration; only a stored *id* means "resume".
+        if source != "XCom" and not is_external_id_key(key):
+            continue
+        if _branch_submits(ctx, node.body) or _branch_submits(ctx, node.orelse) or _falls_through_to_submit(ctx, node):
             yield ctx.finding("ADR004", node, ADR004.format(
                 task=fn.name.value, source=source, extra=_SOURCE_NOTES.get(source, "")))
