@@ -182,7 +182,31 @@ class DurableJobEngine:
         self._durable_external_id: Any = None
         self._durable_result: tuple[bool, Any] = (False, None)
 
-    # ------------------------------------------------------------------ adapter defaults
+    # ------------------------------------------------------------------ the adapter contract
+    def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> Any:
+        raise NotImplementedError
+
+    def durable_status(self, external_id: Any, context: Mapping[str, Any]) -> str:
+        raise NotImplementedError
+
+    def durable_phase(self, status: str) -> JobPhase | None:
+        raise NotImplementedError
+
+    def durable_cancel(self, external_id: Any) -> None:
+        raise NotImplementedError
+
+    def durable_poll(self, external_id: Any, context: Mapping[str, Any], reconnect: bool) -> None:
+        raise NotImplementedError
+
+    def durable_defer(self, external_id: Any, context: Mapping[str, Any], reconnect: bool) -> None:
+        raise NotImplementedError
+
+    def durable_event_id(self, event: Any) -> Any:
+        raise NotImplementedError
+
+    def durable_result(self, external_id: Any, context: Mapping[str, Any], already_succeeded: bool) -> Any:
+        raise NotImplementedError
+
     def durable_find(self, token: DurableToken, context: Mapping[str, Any]) -> Any:
         return None
 
