@@ -53,6 +53,17 @@ def _module_name(node: cst.ImportFrom) -> str | None:
     return cst.helpers.get_full_name_for_node(node.module)
 
 
+def _closing_comma(own: cst.Comma | cst.MaybeSentinel, original_last: cst.Comma | cst.MaybeSentinel
+                   ) -> cst.Comma | cst.MaybeSentinel:
+    """The comma for a name that now ends an import list: the original last name's, keeping our comment."""
+    if isinstance(original_last, cst.MaybeSentinel) or not isinstance(own, cst.Comma):
+        return original_last
+    own_ws, last_ws = own.whitespace_after, original_last.whitespace_after
+    if isinstance(own_ws, cst.ParenthesizedWhitespace) and isinstance(last_ws, cst.ParenthesizedWhitespace):
+        return own.with_changes(whitespace_after=own_ws.with_changes(indent=last_ws.indent, last_line=last_ws.last_line))
+    return original_last
+
+
 def _qnames(mapping: object, node: cst.CSTNode) -> set[str]:
     value = mapping.get(node, ())  # type: ignore[attr-defined]
     if isinstance(value, LazyValue):
@@ -68,11 +79,18 @@ class _AttributeUses(cst.CSTVisitor):
     def __init__(self) -> None:
         super().__init__()
         self.by_module: dict[str, list[DropIn]] = {}
+        self.from_imported: set[str] = set()  # durable classes the rewritten from-imports will bind
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        module = _module_name(node)
+        if module and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                drop_in = catalogue.lookup(f"{module}.{cst.helpers.get_full_name_for_node(alias.name)}")
+                if drop_in and alias.asname is None:
+                    self.from_imported.add(drop_in.durable_class)
         return False
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -85,9 +103,10 @@ class _AttributeUses(cst.CSTVisitor):
 class DurableTransformer(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (QualifiedNameProvider,)
 
-    def __init__(self, attribute_uses: dict[str, list[DropIn]]) -> None:
+    def __init__(self, attribute_uses: dict[str, list[DropIn]], already_imported: set[str]) -> None:
         super().__init__()
         self.attribute_uses = attribute_uses
+        self.already_imported = already_imported
         self.swapped: list[str] = []
         self.notes: list[str] = []
 
@@ -122,9 +141,15 @@ class DurableTransformer(cst.CSTTransformer):
             return updated_node
         stmt = updated_node.body[0]
         if isinstance(stmt, cst.ImportFrom):
-            return self._rewrite_from(updated_node, stmt)
+            rewritten = self._rewrite_from(updated_node, stmt)
+            module = _module_name(stmt)
+            if module is None or isinstance(stmt.names, cst.ImportStar):
+                return rewritten
+            bound = [f"{module}.{cst.helpers.get_full_name_for_node(a.name)}" for a in stmt.names]
+            return self._add_after(rewritten, bound)
         if isinstance(stmt, cst.Import):
-            return self._after_module_import(updated_node, stmt)
+            bound = [cst.helpers.get_full_name_for_node(a.name) or "" for a in stmt.names]
+            return self._add_after(updated_node, bound)
         return updated_node
 
     def _rewrite_from(self, line: cst.SimpleStatementLine, stmt: cst.ImportFrom
@@ -153,35 +178,43 @@ class DurableTransformer(cst.CSTTransformer):
             target, aliases = next(iter(moved.items()))
             return line.with_changes(body=[stmt.with_changes(module=_dotted(target), names=aliases)])
         lines: list[cst.BaseStatement] = []
+        last_comma = stmt.names[-1].comma
         if keep:
-            last = keep[-1]
-            if isinstance(stmt.names[-1].comma, cst.MaybeSentinel) or stmt.rpar is None:
-                keep[-1] = last.with_changes(comma=stmt.names[-1].comma)
+            keep[-1] = keep[-1].with_changes(comma=_closing_comma(keep[-1].comma, last_comma))
             lines.append(line.with_changes(body=[stmt.with_changes(names=keep)]))
         for index, (target, aliases) in enumerate(moved.items()):
-            aliases[-1] = aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-            new_import = cst.ImportFrom(module=_dotted(target), names=aliases)
+            if stmt.lpar is not None:
+                # Parenthesised: keep each name's own line and comment, close like the original did.
+                aliases[-1] = aliases[-1].with_changes(comma=_closing_comma(aliases[-1].comma, last_comma))
+                new_import = cst.ImportFrom(module=_dotted(target), names=aliases, lpar=stmt.lpar, rpar=stmt.rpar)
+            else:
+                aliases = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                           for a in aliases[:-1]] + [aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+                new_import = cst.ImportFrom(module=_dotted(target), names=aliases)
             # The first new line takes the original's leading comments when the original line went away.
             leading = line.leading_lines if (not keep and index == 0) else ()
             lines.append(cst.SimpleStatementLine(body=[new_import], leading_lines=leading))
         return cst.FlattenSentinel(lines)
 
-    def _after_module_import(self, line: cst.SimpleStatementLine, stmt: cst.Import
-                             ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+    def _add_after(self, rewritten: cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement],
+                   modules: list[str]) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        """After an import that binds a provider *module*, import the durable classes its uses now name."""
         added: list[cst.BaseStatement] = []
-        for alias in stmt.names:
-            module = cst.helpers.get_full_name_for_node(alias.name) or ""
+        for module in modules:
             by_target: dict[str, list[str]] = {}
             for drop_in in self.attribute_uses.get(module, []):
-                by_target.setdefault(drop_in.durable_module, []).append(drop_in.durable_class)
                 self.swapped.append(f"{module}.{drop_in.provider_class} -> {drop_in.durable_class}")
+                if drop_in.durable_class not in self.already_imported:
+                    by_target.setdefault(drop_in.durable_module, []).append(drop_in.durable_class)
+                    self.already_imported.add(drop_in.durable_class)
             for target, classes in by_target.items():
                 added.append(cst.SimpleStatementLine(body=[cst.ImportFrom(
                     module=_dotted(target), names=[cst.ImportAlias(name=cst.Name(c)) for c in classes])]))
         if not added:
-            return line
+            return rewritten
         # The module import stays: other names may still come from it.
-        return cst.FlattenSentinel([line, *added])
+        head = list(rewritten.nodes) if isinstance(rewritten, cst.FlattenSentinel) else [rewritten]
+        return cst.FlattenSentinel([*head, *added])
 
 
 def migrate_source(path: str, source: str) -> MigrationResult:
@@ -190,7 +223,7 @@ def migrate_source(path: str, source: str) -> MigrationResult:
     wrapper = MetadataWrapper(module)
     uses = _AttributeUses()
     wrapper.visit(uses)
-    transformer = DurableTransformer(uses.by_module)
+    transformer = DurableTransformer(uses.by_module, set(uses.from_imported))
     migrated = wrapper.visit(transformer).code
     result = MigrationResult(path, source, migrated, transformer.swapped, transformer.notes)
     ctx = FileContext(path, source)

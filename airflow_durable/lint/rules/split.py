@@ -119,6 +119,12 @@ def _collect_tasks(ctx: FileContext) -> list[TaskNode]:
                     made = _make_node(ctx, node.value, target.target.value, taskflow)
                     if made:
                         tasks.append(made)
+        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+            # A task created and not kept in a variable (e.g. `wait_for_run(submit.output)`).
+            line, col = ctx.position(node.value)
+            made = _make_node(ctx, node.value, f"<task at {line}:{col}>", taskflow)
+            if made:
+                tasks.append(made)
     return tasks
 
 
