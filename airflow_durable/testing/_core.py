@@ -1,0 +1,608 @@
+"""System-independent emulator machinery: ledger, scripted lifecycle, fault plan, loopback HTTP server.
+
+Every service emulator (Databricks, and later Snowflake, BigQuery, dbt Cloud, ...) is built from these
+pieces. Nothing here knows about any particular service, and nothing here imports Airflow: the server
+speaks plain HTTP on 127.0.0.1, so the unmodified provider hooks reach it through their real
+``requests`` and ``aiohttp`` code, from this process or from a scheduler / triggerer in another one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
+
+__all__ = [
+    "EmulatorError",
+    "Fault",
+    "FaultPlan",
+    "Ledger",
+    "LedgerEntry",
+    "Lifecycle",
+    "LoopbackServer",
+    "Request",
+    "Response",
+    "Transport",
+    "classify_transport",
+]
+
+Transport = Literal["sync", "async"]
+#: Header a non-hook client may send to state its transport explicitly (it wins over the heuristic).
+TRANSPORT_HEADER = "X-Emulator-Transport"
+
+
+# --------------------------------------------------------------------------- ledger
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One mutating call that reached an emulated service (faulted-before calls never do)."""
+
+    system: str
+    operation: str
+    external_id: Any
+    token: str | None
+    #: True only when the call created a new external job; an idempotent replay or a cancel is False.
+    created: bool
+    payload: dict[str, Any]
+    at: float
+
+
+class Ledger:
+    """Thread-safe record of every mutating call, shared by all emulators of a test."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: list[LedgerEntry] = []
+
+    def record(
+        self,
+        system: str,
+        operation: str,
+        *,
+        external_id: Any = None,
+        token: str | None = None,
+        created: bool = False,
+        payload: Mapping[str, Any] | None = None,
+    ) -> LedgerEntry:
+        # Deep-copy through JSON so a later mutation by the caller cannot rewrite history.
+        entry = LedgerEntry(
+            system=system,
+            operation=operation,
+            external_id=external_id,
+            token=token,
+            created=created,
+            payload=json.loads(json.dumps(dict(payload or {}), default=str)),
+            at=time.time(),
+        )
+        with self._lock:
+            self._entries.append(entry)
+        return entry
+
+    @property
+    def entries(self) -> list[LedgerEntry]:
+        """A snapshot, in call order."""
+        with self._lock:
+            return list(self._entries)
+
+    def select(
+        self, system: str | None = None, operation: str | None = None, created: bool | None = None
+    ) -> list[LedgerEntry]:
+        return [
+            e
+            for e in self.entries
+            if (system is None or e.system == system)
+            and (operation is None or e.operation == operation)
+            and (created is None or e.created == created)
+        ]
+
+    def submissions(self, system: str | None = None, operation: str | None = None) -> list[LedgerEntry]:
+        """Calls that created a new external job (idempotent replays excluded)."""
+        return self.select(system, operation, created=True)
+
+    def count(
+        self, system: str | None = None, operation: str | None = None, created: bool | None = None
+    ) -> int:
+        return len(self.select(system, operation, created))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def __iter__(self) -> Iterator[LedgerEntry]:
+        return iter(self.entries)
+
+
+# --------------------------------------------------------------------------- lifecycle
+class Lifecycle:
+    """A scripted sequence of states: each :meth:`read` returns the current one, then steps on.
+
+    The last state is sticky, so ``Lifecycle(["RUNNING"])`` holds a job running until a test calls
+    :meth:`set_state`, which forces a state and ends the script.
+    """
+
+    def __init__(self, states: Sequence[str]) -> None:
+        if isinstance(states, str) or not states:
+            raise ValueError(f"a lifecycle needs a non-empty list of states, got {states!r}")
+        self._lock = threading.Lock()
+        self._states = list(states)
+        self._index = 0
+        self.reads = 0
+
+    @property
+    def current(self) -> str:
+        """The state the next read returns (does not advance)."""
+        with self._lock:
+            return self._states[self._index]
+
+    @property
+    def remaining(self) -> list[str]:
+        with self._lock:
+            return self._states[self._index :]
+
+    def read(self) -> str:
+        with self._lock:
+            state = self._states[self._index]
+            self._index = min(self._index + 1, len(self._states) - 1)
+            self.reads += 1
+            return state
+
+    def set_state(self, state: str) -> None:
+        with self._lock:
+            self._states = [state]
+            self._index = 0
+
+    def __repr__(self) -> str:
+        return f"Lifecycle(current={self.current!r}, remaining={self.remaining!r})"
+
+
+# --------------------------------------------------------------------------- requests and responses
+@dataclass
+class Request:
+    """An HTTP request as a handler sees it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    json: Any
+    headers: Mapping[str, str]
+    transport: Transport
+    body: bytes = b""
+    #: Named groups captured from the route pattern.
+    path_params: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Query string merged with a JSON-object body (clients put GET arguments in either)."""
+        merged: dict[str, Any] = dict(self.query)
+        if isinstance(self.json, dict):
+            merged.update(self.json)
+        return merged
+
+
+@dataclass
+class Response:
+    status: int = 200
+    json: Any = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class EmulatorError(Exception):
+    """Raised by a handler to answer with an error status and a service-shaped JSON body."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"{status}: {body}")
+        self.status = status
+        self.body = body
+
+
+def classify_transport(method: str, headers: Mapping[str, str], body: bytes) -> Transport:
+    """Tell ``requests`` (the hooks' sync path) from ``aiohttp`` (the triggers' async path).
+
+    The provider hooks send the same User-Agent on both paths, so it cannot tell them apart. What
+    differs is the client library itself: ``requests`` always sends ``Connection: keep-alive`` (from
+    ``requests.utils.default_headers``), while ``aiohttp`` on HTTP/1.1 sends no ``Connection`` header
+    at all. A GET carrying a body is also ``aiohttp``: the hooks' async path sends GET arguments as
+    a JSON body, the sync path as a query string. An explicit ``X-Emulator-Transport`` header wins.
+    """
+    explicit = headers.get(TRANSPORT_HEADER, "").strip().lower()
+    if explicit in ("sync", "async"):
+        return explicit  # type: ignore[return-value]
+    if method == "GET" and body:
+        return "async"
+    if "connection" in {k.lower() for k in headers}:
+        return "sync"
+    return "async"
+
+
+# --------------------------------------------------------------------------- faults
+_DEFAULT_STATUS = object()
+
+
+@dataclass(eq=False)
+class Fault:
+    """One injected failure; see :meth:`FaultPlan.add`."""
+
+    method: str | None
+    path_contains: str | None
+    status: int | None
+    times: int | None
+    latency: float
+    body: Any
+    transport: Transport | None
+    predicate: Callable[[Request], bool] | None
+    drop: bool
+    after: bool
+    hits: int = 0
+    _plan: FaultPlan | None = field(default=None, repr=False)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.times is not None and self.hits >= self.times
+
+    def matches(self, request: Request) -> bool:
+        return (
+            not self.exhausted
+            and (self.method is None or self.method.upper() == request.method)
+            and (self.path_contains is None or self.path_contains in request.path)
+            and (self.transport is None or self.transport == request.transport)
+            and (self.predicate is None or bool(self.predicate(request)))
+        )
+
+    def remove(self) -> None:
+        if self._plan is not None:
+            self._plan.remove(self)
+
+
+class FaultPlan:
+    """An ordered list of faults; the first one that matches a request (and has hits left) applies."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+
+    def add(
+        self,
+        method: str | None = None,
+        path_contains: str | None = None,
+        status: Any = _DEFAULT_STATUS,
+        times: int | None = 1,
+        latency: float = 0.0,
+        body: Any = None,
+        transport: Transport | None = None,
+        predicate: Callable[[Request], bool] | None = None,
+        *,
+        drop: bool = False,
+        after: bool = False,
+    ) -> Fault:
+        """Inject a fault into matching requests.
+
+        :param status: HTTP status to answer with (default 500). With ``latency`` and no ``status``
+            (or ``status=None``) the request is only delayed, then answered normally.
+        :param times: how many matching requests it hits; ``None`` = forever.
+        :param body: the error body; ``None`` = the service's own error shape for ``status``.
+        :param transport: ``"sync"`` / ``"async"`` to hit only one client library (see
+            :func:`classify_transport`).
+        :param predicate: extra ``Request -> bool`` filter.
+        :param drop: close the connection without any answer (a connection error to the client).
+        :param after: let the service handle the call first (its effect and ledger entry happen),
+            then replace the answer: models "the job was created but the response was lost".
+        """
+        if transport not in (None, "sync", "async"):
+            raise ValueError(f"transport must be None, 'sync' or 'async', not {transport!r}")
+        if status is _DEFAULT_STATUS:
+            status = None if latency and not drop else 500
+        if times is not None and times < 1:
+            raise ValueError("times must be >= 1 or None (forever)")
+        fault = Fault(
+            method=method,
+            path_contains=path_contains,
+            status=status,
+            times=times,
+            latency=latency,
+            body=body,
+            transport=transport,
+            predicate=predicate,
+            drop=drop,
+            after=after,
+            _plan=self,
+        )
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def take(self, request: Request) -> Fault | None:
+        """The first matching fault, counted as hit (called once per request by the server)."""
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(request):
+                    fault.hits += 1
+                    return fault
+        return None
+
+    def remove(self, fault: Fault) -> None:
+        with self._lock:
+            if fault in self._faults:
+                self._faults.remove(fault)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    @property
+    def faults(self) -> list[Fault]:
+        with self._lock:
+            return list(self._faults)
+
+    def __len__(self) -> int:
+        return len(self.faults)
+
+
+# --------------------------------------------------------------------------- loopback server
+Handler = Callable[[Request], "Response | dict[str, Any] | tuple[int, Any] | None"]
+ErrorBody = Callable[[int, str], Any]
+
+
+def _default_error_body(status: int, message: str) -> dict[str, Any]:
+    return {"error": message, "status": status}
+
+
+@dataclass(frozen=True)
+class RequestLogEntry:
+    method: str
+    path: str
+    transport: Transport
+    status: int | None
+    fault: Fault | None
+
+
+@dataclass(frozen=True)
+class _Route:
+    method: str
+    regex: re.Pattern[str]
+    handler: Handler
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    # "/api/{version}/jobs" -> named groups; a literal path matches exactly (no trailing-slash games).
+    parts = re.split(r"(\{[a-zA-Z_][a-zA-Z0-9_]*\})", pattern)
+    regex = "".join(f"(?P<{p[1:-1]}>[^/]+)" if p.startswith("{") else re.escape(p) for p in parts)
+    return re.compile(f"^{regex}/?$")
+
+
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 (ephemeral port) that routes JSON requests to handlers.
+
+    Faults from ``faults`` apply before (or, with ``after=True``, instead of the answer of) the
+    handler. Handler bugs answer 500 and are kept in :attr:`errors` so a test can surface them.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "emulator",
+        faults: FaultPlan | None = None,
+        error_body: ErrorBody = _default_error_body,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.name = name
+        self.faults = faults if faults is not None else FaultPlan()
+        self.error_body = error_body
+        self._bind = (host, port)
+        self._routes: list[_Route] = []
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: set[socket.socket] = set()
+        self._conn_lock = threading.Lock()
+        self._log_lock = threading.Lock()
+        self.log: list[RequestLogEntry] = []
+        self.errors: list[BaseException] = []
+
+    # -- routing
+    def route(self, method: str, pattern: str, handler: Handler) -> None:
+        self._routes.append(_Route(method.upper(), _compile(pattern), handler))
+
+    def _find(self, method: str, path: str) -> tuple[Handler, dict[str, str]] | None:
+        for route in self._routes:
+            if route.method == method and (m := route.regex.match(path)):
+                return route.handler, m.groupdict()
+        return None
+
+    # -- lifecycle
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError(f"{self.name} is not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> LoopbackServer:
+        if self._httpd is not None:
+            return self
+        server = self
+
+        class _Handler(_RequestHandler):
+            owner = server
+
+        httpd = _TrackingHTTPServer(self._bind, _Handler)
+        httpd.owner = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=f"{self.name}-http", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        # Keep-alive connections (aiohttp pools them) would otherwise keep handler threads alive.
+        with self._conn_lock:
+            for conn in list(self._connections):
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> LoopbackServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- dispatch (called on handler threads)
+    def requests_to(self, path_contains: str = "", transport: Transport | None = None) -> list[RequestLogEntry]:
+        """Requests that reached the server (faulted ones included), for assertions."""
+        with self._log_lock:
+            return [
+                r
+                for r in self.log
+                if path_contains in r.path and (transport is None or r.transport == transport)
+            ]
+
+    def _log(self, request: Request, status: int | None, fault: Fault | None) -> None:
+        with self._log_lock:
+            self.log.append(RequestLogEntry(request.method, request.path, request.transport, status, fault))
+
+    def dispatch(self, request: Request) -> Response | None:
+        """The answer to ``request``; ``None`` means drop the connection without answering."""
+        fault = self.faults.take(request)
+        if fault is not None and fault.latency:
+            time.sleep(fault.latency)
+        if fault is not None and not fault.after and (fault.drop or fault.status is not None):
+            response = None if fault.drop else self._fault_response(fault)
+            self._log(request, None if response is None else response.status, fault)
+            return response
+        response = self._handle(request)
+        if fault is not None and fault.after and (fault.drop or fault.status is not None):
+            response = None if fault.drop else self._fault_response(fault)
+        self._log(request, None if response is None else response.status, fault)
+        return response
+
+    def _fault_response(self, fault: Fault) -> Response:
+        assert fault.status is not None
+        body = fault.body if fault.body is not None else self.error_body(fault.status, "injected fault")
+        return Response(fault.status, body)
+
+    def _handle(self, request: Request) -> Response:
+        found = self._find(request.method, request.path)
+        if found is None:
+            return Response(404, self.error_body(404, f"No API found for '{request.method} {request.path}'"))
+        handler, request.path_params = found
+        try:
+            result = handler(request)
+        except EmulatorError as e:
+            return Response(e.status, e.body)
+        except Exception as e:  # a bug in the emulator, not a scripted failure: keep it visible
+            self.errors.append(e)
+            return Response(500, self.error_body(500, f"emulator error: {type(e).__name__}: {e}"))
+        if isinstance(result, Response):
+            return result
+        if isinstance(result, tuple):
+            return Response(result[0], result[1])
+        return Response(200, {} if result is None else result)
+
+
+class _TrackingHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    owner: LoopbackServer
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.owner._conn_lock:
+            self.owner._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.owner._conn_lock:
+            self.owner._connections.discard(request)
+        super().shutdown_request(request)
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    # HTTP/1.1 so aiohttp can keep its connections alive, as against the real service.
+    protocol_version = "HTTP/1.1"
+    # Longer than aiohttp's 15 s client keep-alive, so the server never closes a pooled connection
+    # first (which the client would see as a non-retryable ServerDisconnectedError).
+    timeout = 60
+    owner: LoopbackServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read the request log
+        pass
+
+    def _serve(self) -> None:
+        split = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        headers = {k: v for k, v in self.headers.items()}
+        try:
+            payload = json.loads(body) if body else None
+        except ValueError:
+            payload = None
+        request = Request(
+            method=self.command,
+            path=split.path,
+            query=dict(parse_qsl(split.query, keep_blank_values=True)),
+            json=payload,
+            headers=_CaseInsensitive(headers),
+            transport=classify_transport(self.command, _CaseInsensitive(headers), body),
+            body=body,
+        )
+        response = self.owner.dispatch(request)
+        if response is None:
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        data = json.dumps(response.json).encode()
+        self.send_response(response.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in response.headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
+
+
+class _CaseInsensitive(dict):  # type: ignore[type-arg]
+    """Header lookup that ignores case (both clients lower-case some names, e.g. ``user-agent``)."""
+
+    def __init__(self, items: Mapping[str, str]) -> None:
+        super().__init__(items)
+        self._lower = {k.lower(): v for k, v in items.items()}
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return self._lower.get(key.lower(), default)
+
+    def __getitem__(self, key: str) -> str:
+        return self._lower[key.lower()]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.lower() in self._lower
