@@ -474,7 +474,9 @@ class LoopbackServer:
         self.stop()
 
     # -- dispatch (called on handler threads)
-    def requests_to(self, path_contains: str = "", transport: Transport | None = None) -> list[RequestLogEntry]:
+    def requests_to(
+        self, path_contains: str = "", transport: Transport | None = None
+    ) -> list[RequestLogEntry]:
         """Requests that reached the server (faulted ones included), for assertions."""
         with self._log_lock:
             return [

@@ -256,7 +256,8 @@ class DatabricksEmulator:
             try:
                 return self.runs[int(run_id)]
             except KeyError:
-                raise KeyError(f"the Databricks emulator has no run {run_id!r}; runs: {sorted(self.runs)}") from None
+                known = sorted(self.runs)
+                raise KeyError(f"the Databricks emulator has no run {run_id!r}; runs: {known}") from None
 
     def script(self, run_id: int, states: Sequence[str]) -> None:
         """Replace a run's remaining state script (it starts from ``states[0]`` at the next read)."""
@@ -351,7 +352,9 @@ class DatabricksEmulator:
             )
         return token
 
-    def _create_run(self, operation: str, payload: dict[str, Any], job: DatabricksJob | None) -> dict[str, Any]:
+    def _create_run(
+        self, operation: str, payload: dict[str, Any], job: DatabricksJob | None
+    ) -> dict[str, Any]:
         token = self._check_token(payload)
         if token is not None and token in self._tokens:
             existing = self._tokens[token]

@@ -48,7 +48,9 @@ def durable_ledger() -> Ledger:
 
 
 @pytest.fixture
-def databricks_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[DatabricksEmulator]:
+def databricks_emulator(
+    durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[DatabricksEmulator]:
     """A running Databricks Jobs API emulator installed as the ``databricks_default`` connection."""
     # Imported here so that merely loading the plugin stays cheap for every pytest run.
     from airflow_durable.testing.databricks import DatabricksEmulator

@@ -84,7 +84,9 @@ async def test_trigger_waits_while_a_test_holds_the_run(databricks_emulator, hoo
 async def test_async_only_fault_fails_the_trigger_not_the_hook(databricks_emulator, hook):
     databricks_emulator.lifecycle = ["RUNNING"]
     run_id = hook.submit_run(SUBMIT)
-    fault = databricks_emulator.faults.add(path_contains="runs/get", status=503, times=None, transport="async")
+    fault = databricks_emulator.faults.add(
+        path_contains="runs/get", status=503, times=None, transport="async"
+    )
     assert hook.get_run(run_id)["run_id"] == run_id  # the sync path is untouched
     with pytest.raises(AirflowException, match="failed 2 times"):
         await first_event(make_trigger(run_id, attempts=2))

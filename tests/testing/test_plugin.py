@@ -8,8 +8,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 from airflow_durable.testing import DatabricksEmulator, Ledger
 
 pytest_plugins = ["pytester"]
