@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import libcst as cst
 import typer
@@ -35,12 +35,18 @@ def _existing(paths: list[Path]) -> list[Path]:
 def check(
     paths: Annotated[list[Path], typer.Argument(help="DAG files or directories (searched for *.py).")],
     output_format: Annotated[str, typer.Option("--format", help="text, json, sarif or github.")] = "text",
-    select: Annotated[Optional[list[str]], typer.Option(help="Only these codes or prefixes (ADR001,ADR01).")] = None,
-    ignore: Annotated[Optional[list[str]], typer.Option(help="Skip these codes or prefixes.")] = None,
-    fail_on: Annotated[Optional[str], typer.Option(
-        help="Exit 1 when a finding at or above this severity remains: info, warning (default), error.")] = None,
+    select: Annotated[
+        list[str] | None, typer.Option(help="Only these codes or prefixes (ADR001,ADR01).")
+    ] = None,
+    ignore: Annotated[list[str] | None, typer.Option(help="Skip these codes or prefixes.")] = None,
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            help="Exit 1 when a finding at or above this severity remains: info, warning (default), error."
+        ),
+    ] = None,
     isolated: Annotated[bool, typer.Option(help="Ignore [tool.airflow-durable] in pyproject.toml.")] = False,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to a file.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to a file.")] = None,
 ) -> None:
     """Check DAG files for retry anti-patterns (static analysis: the files are never imported)."""
     from airflow_durable.lint import output as out
@@ -51,8 +57,13 @@ def check(
         raise _usage_error(f"--format must be one of {', '.join(out.FORMATS)}, not {output_format!r}")
     paths = _existing(paths)
     try:
-        config = load(paths[0], select=_split_codes(select), ignore=_split_codes(ignore), fail_on=fail_on,
-                      use_pyproject=not isolated)
+        config = load(
+            paths[0],
+            select=_split_codes(select),
+            ignore=_split_codes(ignore),
+            fail_on=fail_on,
+            use_pyproject=not isolated,
+        )
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
     report = check_paths(paths, config)
@@ -73,7 +84,9 @@ def check(
 
 def migrate(
     paths: Annotated[list[Path], typer.Argument(help="DAG files or directories (searched for *.py).")],
-    write: Annotated[bool, typer.Option("--write", help="Rewrite the files in place (default: show a diff).")] = False,
+    write: Annotated[
+        bool, typer.Option("--write", help="Rewrite the files in place (default: show a diff).")
+    ] = False,
 ) -> None:
     """Swap provider operators for their durable drop-ins: imports and names only, nothing else."""
     from airflow_durable.lint.engine import iter_python_files, parse_error_message
@@ -88,7 +101,9 @@ def migrate(
             result = migrate_source(name, source)
         except (cst.ParserSyntaxError, OSError, UnicodeDecodeError) as exc:
             failed += 1
-            typer.echo(f"error: {parse_error_message(name, exc).replace('not checked', 'left untouched')}", err=True)
+            typer.echo(
+                f"error: {parse_error_message(name, exc).replace('not checked', 'left untouched')}", err=True
+            )
             continue
         for note in result.notes:
             typer.echo(f"{name}: note: {note}", err=True)
@@ -108,7 +123,7 @@ def migrate(
 
 
 def rules_help() -> str:
-    return "\n".join(f"{code} [{RULES[code].severity}] {RULES[code].summary}" for code in sorted(RULES))
+    return "\n".join(f"{code} ({RULES[code].severity}) {RULES[code].summary}" for code in sorted(RULES))
 
 
 def register(app: typer.Typer) -> None:

@@ -58,8 +58,14 @@ def expand_codes(values: list[str] | str | None, what: str) -> set[str] | None:
     return out
 
 
-def load(start: Path, *, select: list[str] | None = None, ignore: list[str] | None = None,
-         fail_on: str | None = None, use_pyproject: bool = True) -> Config:
+def load(
+    start: Path,
+    *,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    fail_on: str | None = None,
+    use_pyproject: bool = True,
+) -> Config:
     config = Config()
     table: dict[str, Any] = {}
     if use_pyproject:
@@ -77,7 +83,9 @@ def load(start: Path, *, select: list[str] | None = None, ignore: list[str] | No
     chosen = expand_codes(select, "--select") or expand_codes(table.get("select"), "select")
     if chosen is not None:
         config.select = chosen
-    config.ignore = (expand_codes(table.get("ignore"), "ignore") or set()) | (expand_codes(ignore, "--ignore") or set())
+    config.ignore = (expand_codes(table.get("ignore"), "ignore") or set()) | (
+        expand_codes(ignore, "--ignore") or set()
+    )
     level = fail_on or table.get("fail-on")
     if level is not None:
         try:

@@ -24,22 +24,28 @@ from libcst.metadata import (
 from airflow_durable.lint.findings import RULES, Finding
 
 TASK_DECORATORS = ("airflow.sdk.task", "airflow.decorators.task", "airflow.sdk.definitions.decorators.task")
-VARIABLE_CLASSES = frozenset({
-    "airflow.sdk.Variable",
-    "airflow.models.Variable",
-    "airflow.models.variable.Variable",
-    "airflow.sdk.definitions.variable.Variable",
-})
-MIXIN_CLASSES = frozenset({
-    "airflow.sdk.ResumableJobMixin",
-    "airflow.sdk.bases.resumablejobmixin.ResumableJobMixin",
-})
-BASE_OPERATOR_CLASSES = frozenset({
-    "airflow.sdk.BaseOperator",
-    "airflow.models.BaseOperator",
-    "airflow.models.baseoperator.BaseOperator",
-    "airflow.sdk.bases.operator.BaseOperator",
-})
+VARIABLE_CLASSES = frozenset(
+    {
+        "airflow.sdk.Variable",
+        "airflow.models.Variable",
+        "airflow.models.variable.Variable",
+        "airflow.sdk.definitions.variable.Variable",
+    }
+)
+MIXIN_CLASSES = frozenset(
+    {
+        "airflow.sdk.ResumableJobMixin",
+        "airflow.sdk.bases.resumablejobmixin.ResumableJobMixin",
+    }
+)
+BASE_OPERATOR_CLASSES = frozenset(
+    {
+        "airflow.sdk.BaseOperator",
+        "airflow.models.BaseOperator",
+        "airflow.models.baseoperator.BaseOperator",
+        "airflow.sdk.bases.operator.BaseOperator",
+    }
+)
 # TaskFlow injects context entries into parameters of the same name.
 STORE_KEYS = {"task_state_store": "task", "asset_state_store": "asset"}
 

@@ -55,7 +55,9 @@ def check_source(path: str, source: str, config: Config | None = None) -> list[F
 
 def parse_error_message(path: str, exc: Exception) -> str:
     if isinstance(exc, cst.ParserSyntaxError):
-        return f"{path}:{exc.raw_line}:{exc.raw_column + 1}: cannot parse this file, not checked: {exc.message}"
+        return (
+            f"{path}:{exc.raw_line}:{exc.raw_column + 1}: cannot parse this file, not checked: {exc.message}"
+        )
     return f"{path}: cannot read this file, not checked: {exc}"
 
 

@@ -10,7 +10,14 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from airflow_durable.lint.context import STORE_KEYS, VARIABLE_CLASSES, FileContext, arg, method_name, string_value
+from airflow_durable.lint.context import (
+    STORE_KEYS,
+    VARIABLE_CLASSES,
+    FileContext,
+    arg,
+    method_name,
+    string_value,
+)
 
 _MAX_DEPTH = 5
 
@@ -82,8 +89,9 @@ class FunctionFlow:
             if isinstance(node, cst.Call) and is_variable_call(self.ctx, node, methods):
                 yield node
 
-    def stored_read(self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()
-                    ) -> tuple[str, str | None] | None:
+    def stored_read(
+        self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()
+    ) -> tuple[str, str | None] | None:
         """Where a value is read back from (Variable / XCom / a state store) and under which key."""
         for node in self.ctx.walk(expr):
             if isinstance(node, cst.Name) and node.value in self.bindings and node.value not in seen:
@@ -114,8 +122,10 @@ def _binding(node: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
 
 
 def is_variable_call(ctx: FileContext, call: cst.Call, methods: set[str]) -> bool:
-    return any(q.rsplit(".", 1)[0] in VARIABLE_CLASSES and q.rsplit(".", 1)[1] in methods
-               for q in ctx.call_qnames(call))
+    return any(
+        q.rsplit(".", 1)[0] in VARIABLE_CLASSES and q.rsplit(".", 1)[1] in methods
+        for q in ctx.call_qnames(call)
+    )
 
 
 def _all_params(params: cst.Parameters) -> list[cst.Param]:

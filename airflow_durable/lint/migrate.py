@@ -34,9 +34,14 @@ class MigrationResult:
         return self.original != self.migrated
 
     def diff(self) -> str:
-        return "".join(difflib.unified_diff(
-            self.original.splitlines(keepends=True), self.migrated.splitlines(keepends=True),
-            fromfile=f"a/{self.path}", tofile=f"b/{self.path}"))
+        return "".join(
+            difflib.unified_diff(
+                self.original.splitlines(keepends=True),
+                self.migrated.splitlines(keepends=True),
+                fromfile=f"a/{self.path}",
+                tofile=f"b/{self.path}",
+            )
+        )
 
 
 def _dotted(name: str) -> cst.Attribute | cst.Name:
@@ -53,14 +58,17 @@ def _module_name(node: cst.ImportFrom) -> str | None:
     return cst.helpers.get_full_name_for_node(node.module)
 
 
-def _closing_comma(own: cst.Comma | cst.MaybeSentinel, original_last: cst.Comma | cst.MaybeSentinel
-                   ) -> cst.Comma | cst.MaybeSentinel:
+def _closing_comma(
+    own: cst.Comma | cst.MaybeSentinel, original_last: cst.Comma | cst.MaybeSentinel
+) -> cst.Comma | cst.MaybeSentinel:
     """The comma for a name that now ends an import list: the original last name's, keeping our comment."""
     if isinstance(original_last, cst.MaybeSentinel) or not isinstance(own, cst.Comma):
         return original_last
     own_ws, last_ws = own.whitespace_after, original_last.whitespace_after
     if isinstance(own_ws, cst.ParenthesizedWhitespace) and isinstance(last_ws, cst.ParenthesizedWhitespace):
-        return own.with_changes(whitespace_after=own_ws.with_changes(indent=last_ws.indent, last_line=last_ws.last_line))
+        return own.with_changes(
+            whitespace_after=own_ws.with_changes(indent=last_ws.indent, last_line=last_ws.last_line)
+        )
     return original_last
 
 
@@ -127,7 +135,9 @@ class DurableTransformer(cst.CSTTransformer):
                 return updated_node.with_changes(value=drop_in.durable_class)
         return updated_node
 
-    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
+    def leave_Attribute(
+        self, original_node: cst.Attribute, updated_node: cst.Attribute
+    ) -> cst.BaseExpression:
         for q in self.get_metadata(QualifiedNameProvider, original_node, set()):
             drop_in = catalogue.lookup(q.name)
             if drop_in:
@@ -152,14 +162,17 @@ class DurableTransformer(cst.CSTTransformer):
             return self._add_after(updated_node, bound)
         return updated_node
 
-    def _rewrite_from(self, line: cst.SimpleStatementLine, stmt: cst.ImportFrom
-                      ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+    def _rewrite_from(
+        self, line: cst.SimpleStatementLine, stmt: cst.ImportFrom
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
         module = _module_name(stmt)
         candidates = {d.provider_class: d for d in catalogue.BY_PROVIDER_MODULE.get(module or "", [])}
         if not candidates:
             return line
         if isinstance(stmt.names, cst.ImportStar):
-            self.notes.append(f"'from {module} import *' left as is: name the operators explicitly to migrate")
+            self.notes.append(
+                f"'from {module} import *' left as is: name the operators explicitly to migrate"
+            )
             return line
         keep: list[cst.ImportAlias] = []
         moved: dict[str, list[cst.ImportAlias]] = {}
@@ -170,7 +183,9 @@ class DurableTransformer(cst.CSTTransformer):
                 keep.append(alias)
                 continue
             self.swapped.append(f"{drop_in.provider_class} -> {drop_in.durable_class}")
-            moved.setdefault(drop_in.durable_module, []).append(alias.with_changes(name=cst.Name(drop_in.durable_class)))
+            moved.setdefault(drop_in.durable_module, []).append(
+                alias.with_changes(name=cst.Name(drop_in.durable_class))
+            )
         if not moved:
             return line
         if not keep and len(moved) == 1:
@@ -186,18 +201,23 @@ class DurableTransformer(cst.CSTTransformer):
             if stmt.lpar is not None:
                 # Parenthesised: keep each name's own line and comment, close like the original did.
                 aliases[-1] = aliases[-1].with_changes(comma=_closing_comma(aliases[-1].comma, last_comma))
-                new_import = cst.ImportFrom(module=_dotted(target), names=aliases, lpar=stmt.lpar, rpar=stmt.rpar)
+                new_import = cst.ImportFrom(
+                    module=_dotted(target), names=aliases, lpar=stmt.lpar, rpar=stmt.rpar
+                )
             else:
-                aliases = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                           for a in aliases[:-1]] + [aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+                aliases = [
+                    a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    for a in aliases[:-1]
+                ] + [aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
                 new_import = cst.ImportFrom(module=_dotted(target), names=aliases)
             # The first new line takes the original's leading comments when the original line went away.
             leading = line.leading_lines if (not keep and index == 0) else ()
             lines.append(cst.SimpleStatementLine(body=[new_import], leading_lines=leading))
         return cst.FlattenSentinel(lines)
 
-    def _add_after(self, rewritten: cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement],
-                   modules: list[str]) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+    def _add_after(
+        self, rewritten: cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement], modules: list[str]
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
         """After an import that binds a provider *module*, import the durable classes its uses now name."""
         added: list[cst.BaseStatement] = []
         for module in modules:
@@ -208,8 +228,16 @@ class DurableTransformer(cst.CSTTransformer):
                     by_target.setdefault(drop_in.durable_module, []).append(drop_in.durable_class)
                     self.already_imported.add(drop_in.durable_class)
             for target, classes in by_target.items():
-                added.append(cst.SimpleStatementLine(body=[cst.ImportFrom(
-                    module=_dotted(target), names=[cst.ImportAlias(name=cst.Name(c)) for c in classes])]))
+                added.append(
+                    cst.SimpleStatementLine(
+                        body=[
+                            cst.ImportFrom(
+                                module=_dotted(target),
+                                names=[cst.ImportAlias(name=cst.Name(c)) for c in classes],
+                            )
+                        ]
+                    )
+                )
         if not added:
             return rewritten
         # The module import stays: other names may still come from it.
@@ -235,29 +263,46 @@ def split_suggestion(ctx: FileContext, split: Split) -> str:
     """The one-task rewrite for a submit+sensor split, as text for a person to apply (never applied)."""
     submit_line, _ = ctx.position(split.submit.call)
     sensor_line, _ = ctx.position(split.sensor.call)
-    header = (f"{ctx.path}:{submit_line}: '{split.submit.task_id}' submits without waiting ({split.how}) and "
-              f"'{split.sensor.task_id}' (line {sensor_line}) waits on the same job. Not rewritten; suggested:")
+    header = (
+        f"{ctx.path}:{submit_line}: '{split.submit.task_id}' submits without waiting ({split.how}) and "
+        f"'{split.sensor.task_id}' (line {sensor_line}) waits on the same job. Not rewritten; suggested:"
+    )
     if split.drop_in is None or split.submit.class_name is None:
-        body = ("    Replace both with one task that submits and waits (a durable operator, or a "
-                "ResumableJobMixin subclass), or keep the split with mode=\"reschedule\" on the sensor.")
+        body = (
+            "    Replace both with one task that submits and waits (a durable operator, or a "
+            'ResumableJobMixin subclass), or keep the split with mode="reschedule" on the sensor.'
+        )
         return f"{header}\n{body}"
     call = split.submit.call
     flag = split.drop_in.no_wait_kwarg
     args = [a for a in call.args if not (a.keyword is not None and a.keyword.value in {flag, "deferrable"})]
-    args.append(cst.Arg(keyword=cst.Name("deferrable"), value=cst.Name("True"),
-                        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                              whitespace_after=cst.SimpleWhitespace(""))))
-    fixed = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(args) - 1
-             else a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-             for i, a in enumerate(args)]
-    new_call = call.with_changes(func=cst.Name(split.drop_in.durable_class), args=fixed,
-                                 whitespace_before_args=cst.SimpleWhitespace(""))
+    args.append(
+        cst.Arg(
+            keyword=cst.Name("deferrable"),
+            value=cst.Name("True"),
+            equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+            ),
+        )
+    )
+    fixed = [
+        a.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        if i == len(args) - 1
+        else a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        for i, a in enumerate(args)
+    ]
+    new_call = call.with_changes(
+        func=cst.Name(split.drop_in.durable_class),
+        args=fixed,
+        whitespace_before_args=cst.SimpleWhitespace(""),
+    )
     code = cst.Module(body=[]).code_for_node(new_call)
     code = " ".join(code.split())  # one line: formatting is the user's choice, not ours
     lines = [
         header,
         f"    {split.submit.key} = {code}",
-        f"    # remove '{split.sensor.task_id}' and make its downstream tasks depend on '{split.submit.task_id}'.",
+        f"    # remove '{split.sensor.task_id}' and make its downstream tasks depend on "
+        f"'{split.submit.task_id}'.",
         "    # With a Triggerer: deferrable=True (above). No Triggerer and the job may hold a worker: "
         "deferrable=False.",
         f"    # No Triggerer, a long job and scarce worker slots: keep the split and give "

@@ -37,8 +37,10 @@ def render_text(report: Report, colour: bool = False) -> str:
     for e in report.errors:
         lines.append(f"[red]error[/red]: {_esc(e.message)}" if colour else f"error: {e.message}")
     counts = {s: sum(1 for f in report.findings if f.severity is s) for s in Severity}
-    summary = (f"{len(report.findings)} finding(s) in {report.files_checked} file(s) checked "
-               f"({counts[Severity.ERROR]} error, {counts[Severity.WARNING]} warning, {counts[Severity.INFO]} info)")
+    summary = (
+        f"{len(report.findings)} finding(s) in {report.files_checked} file(s) checked "
+        f"({counts[Severity.ERROR]} error, {counts[Severity.WARNING]} warning, {counts[Severity.INFO]} info)"
+    )
     if report.errors:
         summary += f"; {len(report.errors)} file(s) could not be parsed"
     lines.append(summary)
@@ -79,12 +81,14 @@ def sarif_log(report: Report) -> dict[str, Any]:
             "ruleIndex": codes.index(f.code),
             "level": _SARIF_LEVEL[f.severity],
             "message": {"text": f.message},
-            "locations": [{
-                "physicalLocation": {
-                    "artifactLocation": {"uri": f.path, "uriBaseId": "%SRCROOT%"},
-                    "region": {"startLine": f.line, "startColumn": f.column},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": f.path, "uriBaseId": "%SRCROOT%"},
+                        "region": {"startLine": f.line, "startColumn": f.column},
+                    }
                 }
-            }],
+            ],
         }
         for f in report.findings
     ]
@@ -92,20 +96,31 @@ def sarif_log(report: Report) -> dict[str, Any]:
         {
             "level": "error",
             "message": {"text": e.message},
-            "locations": [{"physicalLocation": {"artifactLocation": {"uri": e.path, "uriBaseId": "%SRCROOT%"}}}],
+            "locations": [
+                {"physicalLocation": {"artifactLocation": {"uri": e.path, "uriBaseId": "%SRCROOT%"}}}
+            ],
         }
         for e in report.errors
     ]
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": TOOL_NAME, "version": _version(), "informationUri": INFORMATION_URI,
-                                "rules": rules}},
-            "invocations": [{"executionSuccessful": not report.errors,
-                             "toolExecutionNotifications": notifications}],
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": TOOL_NAME,
+                        "version": _version(),
+                        "informationUri": INFORMATION_URI,
+                        "rules": rules,
+                    }
+                },
+                "invocations": [
+                    {"executionSuccessful": not report.errors, "toolExecutionNotifications": notifications}
+                ],
+                "results": results,
+            }
+        ],
     }
 
 

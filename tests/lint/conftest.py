@@ -23,7 +23,7 @@ def expected_markers(source: str) -> set[tuple[int, str]]:
         for chunk in tok.string.split("#"):
             chunk = chunk.strip()
             if chunk.startswith("expect:"):
-                out |= {(tok.start[0], code) for code in chunk[len("expect:"):].split()}
+                out |= {(tok.start[0], code) for code in chunk[len("expect:") :].split()}
     return out
 
 

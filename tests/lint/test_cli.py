@@ -43,7 +43,9 @@ def _normalise_sarif(text: str) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
-@pytest.mark.parametrize("fmt,name", [("text", "corpus.txt"), ("json", "corpus.json"), ("sarif", "corpus.sarif")])
+@pytest.mark.parametrize(
+    "fmt,name", [("text", "corpus.txt"), ("json", "corpus.json"), ("sarif", "corpus.sarif")]
+)
 def test_golden_reports(fmt: str, name: str) -> None:
     code, out, _ = run("check", "corpus", "--isolated", "--format", fmt)
     assert code == 1  # the corpus has warnings and errors
@@ -58,7 +60,9 @@ def test_golden_reports(fmt: str, name: str) -> None:
 def test_text_lines_are_file_line_col_code_message() -> None:
     _, out, _ = run("check", "corpus/tp_adr002_watermark.py", "--isolated")
     lines = out.splitlines()
-    assert re.fullmatch(r"corpus/tp_adr002_watermark\.py:15:9 ADR002 Variable\.set.*asset_state_store.*", lines[0])
+    assert re.fullmatch(
+        r"corpus/tp_adr002_watermark\.py:15:9 ADR002 Variable\.set.*asset_state_store.*", lines[0]
+    )
     assert "\x1b[" not in out  # no colour when not a TTY
     assert lines[-1].startswith("2 finding(s) in 1 file(s) checked")
 
@@ -88,22 +92,36 @@ def test_info_findings_do_not_fail_by_default() -> None:
 
 
 def test_select_and_ignore() -> None:
-    _, out, _ = run("check", "corpus/tp_adr013_015_values.py", "--isolated", "--select", "ADR013,ADR015",
-                    "--ignore", "ADR015", "--format", "json")
+    _, out, _ = run(
+        "check",
+        "corpus/tp_adr013_015_values.py",
+        "--isolated",
+        "--select",
+        "ADR013,ADR015",
+        "--ignore",
+        "ADR015",
+        "--format",
+        "json",
+    )
     codes = {f["code"] for f in json.loads(out)["findings"]}
     assert codes == {"ADR013"}
-    _, out, _ = run("check", "corpus/tp_adr008_012_mixin.py", "--isolated", "--select", "ADR01", "--format", "json")
+    _, out, _ = run(
+        "check", "corpus/tp_adr008_012_mixin.py", "--isolated", "--select", "ADR01", "--format", "json"
+    )
     assert {f["code"] for f in json.loads(out)["findings"]} == {"ADR010", "ADR011", "ADR012"}
 
 
-@pytest.mark.parametrize("args", [
-    ("check", "corpus", "--select", "ADR999"),
-    ("check", "corpus", "--format", "xml"),
-    ("check", "corpus", "--fail-on", "fatal"),
-    ("check", "does/not/exist.py"),
-    ("check",),
-    ("migrate", "does/not/exist.py"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("check", "corpus", "--select", "ADR999"),
+        ("check", "corpus", "--format", "xml"),
+        ("check", "corpus", "--fail-on", "fatal"),
+        ("check", "does/not/exist.py"),
+        ("check",),
+        ("migrate", "does/not/exist.py"),
+    ],
+)
 def test_usage_errors_exit_two(args: tuple[str, ...]) -> None:
     code, _, _ = run(*args)
     assert code == 2
@@ -114,7 +132,9 @@ def test_pyproject_config_is_used(tmp_path: Path) -> None:
     dags.mkdir()
     (dags / "dag.py").write_text((HERE / "corpus" / "tp_adr008_012_mixin.py").read_text(), encoding="utf-8")
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.airflow-durable]\nignore = ["ADR008", "ADR009", "ADR011"]\nfail-on = "error"\n', encoding="utf-8")
+        '[tool.airflow-durable]\nignore = ["ADR008", "ADR009", "ADR011"]\nfail-on = "error"\n',
+        encoding="utf-8",
+    )
     code, out, _ = run("check", "dags", "--format", "json", cwd=tmp_path)
     codes = {f["code"] for f in json.loads(out)["findings"]}
     assert codes == {"ADR010", "ADR012"} and code == 0  # only warnings left, fail-on error
@@ -131,7 +151,9 @@ def test_bad_pyproject_setting_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_unparsable_file_is_named_and_the_rest_still_checked(tmp_path: Path) -> None:
     (tmp_path / "broken.py").write_text("def broken(:\n    pass\n", encoding="utf-8")
-    (tmp_path / "good.py").write_text((HERE / "corpus" / "tp_adr002_watermark.py").read_text(), encoding="utf-8")
+    (tmp_path / "good.py").write_text(
+        (HERE / "corpus" / "tp_adr002_watermark.py").read_text(), encoding="utf-8"
+    )
     code, out, _ = run("check", ".", "--isolated", cwd=tmp_path)
     assert code == 1
     assert "error: broken.py:" in out and "cannot parse this file" in out
@@ -148,7 +170,9 @@ def test_migrate_diff_then_write_then_nothing(tmp_path: Path) -> None:
     (tmp_path / "dag.py").write_text(src, encoding="utf-8")
     (tmp_path / "broken.py").write_text("def broken(:\n", encoding="utf-8")
     code, out, err = run("migrate", ".", cwd=tmp_path)
-    assert out.startswith("--- a/dag.py\n+++ b/dag.py\n") and "+from airflow_durable.operators.databricks" in out
+    assert (
+        out.startswith("--- a/dag.py\n+++ b/dag.py\n") and "+from airflow_durable.operators.databricks" in out
+    )
     assert (tmp_path / "dag.py").read_text(encoding="utf-8") == src  # diff only: nothing written
     assert "broken.py" in err and "left untouched" in err and code == 1
     (tmp_path / "broken.py").unlink()
@@ -159,7 +183,9 @@ def test_migrate_diff_then_write_then_nothing(tmp_path: Path) -> None:
 
 
 def test_migrate_reports_the_split_on_stderr(tmp_path: Path) -> None:
-    (tmp_path / "dag.py").write_text((HERE / "migrate_cases" / "split_before.py").read_text(), encoding="utf-8")
+    (tmp_path / "dag.py").write_text(
+        (HERE / "migrate_cases" / "split_before.py").read_text(), encoding="utf-8"
+    )
     _, _, err = run("migrate", "dag.py", cwd=tmp_path)
     assert "dag.py:9: 'submit' submits without waiting" in err and "Not rewritten; suggested:" in err
 

@@ -33,8 +33,10 @@ def test_every_rule_has_a_true_positive_and_a_lookalike() -> None:
 
 def _lookalike_coverage() -> set[str]:
     """Which rules each look-alike file impersonates (from its name), minus what it legitimately triggers."""
-    groups = {"mixin": {"ADR008", "ADR009", "ADR010", "ADR011", "ADR012"},
-              "values": {"ADR013", "ADR014", "ADR015"}}
+    groups = {
+        "mixin": {"ADR008", "ADR009", "ADR010", "ADR011", "ADR012"},
+        "values": {"ADR013", "ADR014", "ADR015"},
+    }
     covered: set[str] = set()
     for path in corpus_files("la_"):
         name = path.stem

@@ -72,7 +72,10 @@ def test_other_systems_golden_parses_with_durable_imports() -> None:
 
 def test_migrated_databricks_dag_imports_under_airflow() -> None:
     pytest.importorskip("airflow.providers.databricks")
-    from airflow_durable.operators.databricks import DurableDatabricksRunNowOperator, DurableDatabricksSubmitRunOperator
+    from airflow_durable.operators.databricks import (
+        DurableDatabricksRunNowOperator,
+        DurableDatabricksSubmitRunOperator,
+    )
 
     for name in ("databricks", "split"):
         path = MIGRATE / f"{name}_after.py"

@@ -58,7 +58,9 @@ def test_adr012_reconnect_returns_poll_value_not_result(corpus_classes, good_cla
     assert fresh == {"rows": 3} and reconnected is None
     good = good_classes["GoodOperator"](task_id="good2")
     store = _Store()
-    assert good.execute_resumable({"task_state_store": store}) == good.execute_resumable({"task_state_store": store})
+    assert good.execute_resumable({"task_state_store": store}) == good.execute_resumable(
+        {"task_state_store": store}
+    )
 
 
 def test_corpus_reports_the_measured_classes() -> None:

@@ -49,14 +49,21 @@ def test_hook_runs_on_the_corpus(tmp_path: Path) -> None:
     (repo / ".pre-commit-config.yaml").write_text(
         "repos:\n- repo: local\n  hooks:\n"
         f"  - id: {hook['id']}\n    name: {hook['name']}\n    entry: {entry}\n"
-        "    language: system\n    types: [python]\n", encoding="utf-8")
+        "    language: system\n    types: [python]\n",
+        encoding="utf-8",
+    )
     # isolate from the project's own pyproject (none in the scratch repo), so the defaults apply
-    env = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "HOME": str(tmp_path),
-           "PRE_COMMIT_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    env = {
+        "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PRE_COMMIT_HOME": str(tmp_path / "cache"),
+        "PYTHONPATH": str(ROOT),
+    }
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"]):
         subprocess.run(cmd, cwd=repo, check=True, env=env)
-    result = subprocess.run([*_precommit(), "run", "--all-files"], cwd=repo, env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [*_precommit(), "run", "--all-files"], cwd=repo, env=env, capture_output=True, text=True, timeout=300
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "airflow-durable check" in output and "Failed" in output
@@ -67,6 +74,10 @@ def test_hook_runs_on_the_corpus(tmp_path: Path) -> None:
 def test_hook_passes_on_clean_files(tmp_path: Path) -> None:
     clean = tmp_path / "dag.py"
     clean.write_text((CORPUS / "la_values.py").read_text(encoding="utf-8"), encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "airflow_durable.cli", "check", str(clean), "--isolated"],
-                            capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow_durable.cli", "check", str(clean), "--isolated"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stdout + result.stderr

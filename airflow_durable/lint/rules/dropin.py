@@ -34,6 +34,13 @@ def _report(ctx: FileContext, target: cst.CSTNode, where: cst.CSTNode) -> Iterat
     for q in sorted(ctx.qnames(target)):
         drop_in = catalogue.lookup(q)
         if drop_in:
-            yield ctx.finding("ADR007", where, MESSAGE.format(
-                provider=drop_in.provider_class, durable=drop_in.durable_class, module=drop_in.durable_module))
+            yield ctx.finding(
+                "ADR007",
+                where,
+                MESSAGE.format(
+                    provider=drop_in.provider_class,
+                    durable=drop_in.durable_class,
+                    module=drop_in.durable_module,
+                ),
+            )
             return

@@ -3,15 +3,58 @@
 from __future__ import annotations
 
 _WATERMARK_WORDS = (
-    "watermark", "last_processed", "last_run", "last_success", "last_sync", "last_load", "last_updated",
-    "last_modified", "last_seen", "last_ts", "last_timestamp", "high_water", "processed_at", "processed_until",
-    "cursor", "checkpoint", "offset", "bookmark", "since",
+    "watermark",
+    "last_processed",
+    "last_run",
+    "last_success",
+    "last_sync",
+    "last_load",
+    "last_updated",
+    "last_modified",
+    "last_seen",
+    "last_ts",
+    "last_timestamp",
+    "high_water",
+    "processed_at",
+    "processed_until",
+    "cursor",
+    "checkpoint",
+    "offset",
+    "bookmark",
+    "since",
 )
-_ID_NOUNS = ("job", "run", "query", "statement", "step", "application", "app", "execution", "external",
-             "remote", "batch", "cluster", "submission", "operation", "workflow", "request")
+_ID_NOUNS = (
+    "job",
+    "run",
+    "query",
+    "statement",
+    "step",
+    "application",
+    "app",
+    "execution",
+    "external",
+    "remote",
+    "batch",
+    "cluster",
+    "submission",
+    "operation",
+    "workflow",
+    "request",
+)
 # Parts of a key that tie it to one run or one task instance: such a Variable is per-run state.
-_RUN_SCOPED_PLACEHOLDERS = ("run_id", "ds", "ts", "logical_date", "execution_date", "task_id", "map_index",
-                            "dag_run", "ti", "try_number", "data_interval")
+_RUN_SCOPED_PLACEHOLDERS = (
+    "run_id",
+    "ds",
+    "ts",
+    "logical_date",
+    "execution_date",
+    "task_id",
+    "map_index",
+    "dag_run",
+    "ti",
+    "try_number",
+    "data_interval",
+)
 
 
 def _norm(text: str) -> str:
@@ -37,15 +80,43 @@ def is_run_scoped_placeholder(names: set[str]) -> bool:
     return any(n in _RUN_SCOPED_PLACEHOLDERS for n in names)
 
 
-SUBMIT_METHODS = frozenset({
-    "submit", "submit_run", "submit_job", "run_now", "start_job_run", "add_job_flow_steps", "insert_job",
-    "execute_query", "execute_statement", "trigger_job_run", "start_query_execution", "create_job_run",
-    "start_run", "submit_batch", "start_pipeline", "run_job", "submit_step", "start_job",
-})
-WAIT_METHODS = frozenset({
-    "wait", "wait_for_job", "wait_for_completion", "wait_for_termination", "poll", "poll_until_complete",
-    "wait_for_job_run_status", "wait_for_pipeline_state", "result", "get_waiter", "wait_for_run",
-})
+SUBMIT_METHODS = frozenset(
+    {
+        "submit",
+        "submit_run",
+        "submit_job",
+        "run_now",
+        "start_job_run",
+        "add_job_flow_steps",
+        "insert_job",
+        "execute_query",
+        "execute_statement",
+        "trigger_job_run",
+        "start_query_execution",
+        "create_job_run",
+        "start_run",
+        "submit_batch",
+        "start_pipeline",
+        "run_job",
+        "submit_step",
+        "start_job",
+    }
+)
+WAIT_METHODS = frozenset(
+    {
+        "wait",
+        "wait_for_job",
+        "wait_for_completion",
+        "wait_for_termination",
+        "poll",
+        "poll_until_complete",
+        "wait_for_job_run_status",
+        "wait_for_pipeline_state",
+        "result",
+        "get_waiter",
+        "wait_for_run",
+    }
+)
 
 
 def is_submit_call_name(name: str | None) -> bool:

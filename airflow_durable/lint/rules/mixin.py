@@ -12,8 +12,14 @@ import libcst as cst
 from airflow_durable.lint.context import BASE_OPERATOR_CLASSES, MIXIN_CLASSES, FileContext, is_none
 from airflow_durable.lint.findings import Finding
 
-ABSTRACT_METHODS = ("submit_job", "get_job_status", "is_job_active", "is_job_succeeded",
-                    "poll_until_complete", "get_job_result")
+ABSTRACT_METHODS = (
+    "submit_job",
+    "get_job_status",
+    "is_job_active",
+    "is_job_succeeded",
+    "poll_until_complete",
+    "get_job_result",
+)
 
 
 def check(ctx: FileContext) -> Iterator[Finding]:
@@ -60,13 +66,16 @@ def _assigns_external_id_key(ctx: FileContext, cls: cst.ClassDef) -> bool:
 
 
 def _calls_method(ctx: FileContext, fn: cst.FunctionDef, name: str) -> bool:
-    return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == name
-               for n in ctx.walk(fn.body))
+    return any(
+        isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == name
+        for n in ctx.walk(fn.body)
+    )
 
 
 def _returns_value(ctx: FileContext, fn: cst.FunctionDef) -> bool:
-    return any(isinstance(n, cst.Return) and n.value is not None and not is_none(n.value)
-               for n in ctx.own_nodes(fn))
+    return any(
+        isinstance(n, cst.Return) and n.value is not None and not is_none(n.value) for n in ctx.own_nodes(fn)
+    )
 
 
 def _check_class(ctx: FileContext, cls: cst.ClassDef) -> Iterator[Finding]:
@@ -76,54 +85,91 @@ def _check_class(ctx: FileContext, cls: cst.ClassDef) -> Iterator[Finding]:
     name = cls.name.value
     mixin_at = kinds.index("mixin")
     if "base" in kinds[:mixin_at]:
-        yield ctx.finding("ADR008", cls, (
-            f"'{name}' lists BaseOperator before ResumableJobMixin: the mixin's __init__ then sits after "
-            "BaseOperator's in the MRO and forwards keyword arguments to object.__init__, so on Airflow 3.3.2 "
-            f"'{name}(task_id=...)' raises 'TypeError: object.__init__() takes exactly one "
-            f"argument'. Fix: class {name}(ResumableJobMixin, BaseOperator) — the mixin first."
-        ))
+        yield ctx.finding(
+            "ADR008",
+            cls,
+            (
+                f"'{name}' lists BaseOperator before ResumableJobMixin: the mixin's __init__ then sits after "
+                "BaseOperator's in the MRO and forwards keyword arguments to object.__init__, so on "
+                "Airflow 3.3.2 "
+                f"'{name}(task_id=...)' raises 'TypeError: object.__init__() takes exactly one "
+                f"argument'. Fix: class {name}(ResumableJobMixin, BaseOperator) — the mixin first."
+            ),
+        )
     methods = _methods(cls)
     # Only judge what we can see: with a base class defined elsewhere (a user base, a provider operator)
     # the missing pieces may well be inherited.
     fully_known = all(k in ("mixin", "base") for k in kinds)
     execute = methods.get("execute")
     if execute is not None and not _calls_method(ctx, execute, "execute_resumable"):
-        yield ctx.finding("ADR009", execute, (
-            f"'{name}.execute()' does not call self.execute_resumable(context): the mixin's decision "
-            "(reconnect / already succeeded / submit) never runs, so a retry submits a second job. Fix: "
-            "def execute(self, context): return self.execute_resumable(context)."
-        ))
+        yield ctx.finding(
+            "ADR009",
+            execute,
+            (
+                f"'{name}.execute()' does not call self.execute_resumable(context): the mixin's decision "
+                "(reconnect / already succeeded / submit) never runs, so a retry submits a second job. Fix: "
+                "def execute(self, context): return self.execute_resumable(context)."
+            ),
+        )
     elif execute is None and fully_known:
-        yield ctx.finding("ADR009", cls, (
-            f"'{name}' subclasses ResumableJobMixin but defines no execute(): BaseOperator.execute does "
-            "nothing useful and the mixin never runs. Fix: def execute(self, context): return "
-            "self.execute_resumable(context)."
-        ))
+        yield ctx.finding(
+            "ADR009",
+            cls,
+            (
+                f"'{name}' subclasses ResumableJobMixin but defines no execute(): BaseOperator.execute does "
+                "nothing useful and the mixin never runs. Fix: def execute(self, context): return "
+                "self.execute_resumable(context)."
+            ),
+        )
     if fully_known and not _assigns_external_id_key(ctx, cls):
-        yield ctx.finding("ADR010", cls, (
-            f"'{name}' keeps the default external_id_key 'remote_job_id': every such operator shares that "
-            "task_state_store key name, and renaming it after release strands in-flight retries (they look "
-            f"under the old key and submit again). Fix: set a specific key now, e.g. external_id_key = "
-            f"\"{_snake(name)}_job_id\", and never change it."
-        ))
+        yield ctx.finding(
+            "ADR010",
+            cls,
+            (
+                f"'{name}' keeps the default external_id_key 'remote_job_id': every such operator "
+                "shares that "
+                "task_state_store key name, and renaming it after release strands in-flight retries "
+                "(they look "
+                f"under the old key and submit again). Fix: set a specific key now, e.g. external_id_key = "
+                f'"{_snake(name)}_job_id", and never change it.'
+            ),
+        )
     if fully_known:
         missing = [m for m in ABSTRACT_METHODS if m not in methods]
         if missing:
-            yield ctx.finding("ADR011", cls, (
-                f"'{name}' does not implement {', '.join(missing)}: ResumableJobMixin declares them abstract, "
-                f"so '{name}(task_id=...)' raises TypeError ('Can't instantiate abstract class') when the DAG "
-                "is parsed. Fix: implement every one of submit_job, get_job_status, is_job_active, "
-                "is_job_succeeded, poll_until_complete and get_job_result."
-            ))
+            yield ctx.finding(
+                "ADR011",
+                cls,
+                (
+                    f"'{name}' does not implement {', '.join(missing)}: ResumableJobMixin declares them "
+                    "abstract, "
+                    f"so '{name}(task_id=...)' raises TypeError ('Can't instantiate abstract class') "
+                    "when the DAG "
+                    "is parsed. Fix: implement every one of submit_job, get_job_status, is_job_active, "
+                    "is_job_succeeded, poll_until_complete and get_job_result."
+                ),
+            )
     poll, result = methods.get("poll_until_complete"), methods.get("get_job_result")
-    if poll is not None and result is not None and _returns_value(ctx, result) and not _returns_value(ctx, poll):
-        yield ctx.finding("ADR012", poll, (
-            f"'{name}.get_job_result()' returns a value but poll_until_complete() returns None: on Airflow "
-            "3.3.2 execute_resumable() returns poll_until_complete()'s value when a retry reconnects to a "
-            "running job, so that try's return value (XCom) is None instead of the result. Fix: end "
-            "poll_until_complete() with 'return self.get_job_result(external_id, context)', or use a durable "
-            "operator, which returns the provider's result on every path."
-        ))
+    if (
+        poll is not None
+        and result is not None
+        and _returns_value(ctx, result)
+        and not _returns_value(ctx, poll)
+    ):
+        yield ctx.finding(
+            "ADR012",
+            poll,
+            (
+                f"'{name}.get_job_result()' returns a value but poll_until_complete() returns None: on "
+                "Airflow "
+                "3.3.2 execute_resumable() returns poll_until_complete()'s value when a retry "
+                "reconnects to a "
+                "running job, so that try's return value (XCom) is None instead of the result. Fix: end "
+                "poll_until_complete() with 'return self.get_job_result(external_id, context)', or use "
+                "a durable "
+                "operator, which returns the provider's result on every path."
+            ),
+        )
 
 
 def _snake(name: str) -> str:

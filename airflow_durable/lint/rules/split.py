@@ -50,14 +50,22 @@ class Split:
 
 
 def _decision(split: Split) -> str:
-    target = (f"{split.drop_in.durable_class}(..., deferrable=True)" if split.drop_in
-              else "a durable operator (or a ResumableJobMixin subclass) that submits and waits")
-    sync = f"{split.drop_in.durable_class}(..., deferrable=False)" if split.drop_in else "one durable synchronous task"
+    target = (
+        f"{split.drop_in.durable_class}(..., deferrable=True)"
+        if split.drop_in
+        else "a durable operator (or a ResumableJobMixin subclass) that submits and waits"
+    )
+    sync = (
+        f"{split.drop_in.durable_class}(..., deferrable=False)"
+        if split.drop_in
+        else "one durable synchronous task"
+    )
     return (
         f"Decide by your deployment: with a Triggerer, replace both tasks with one {target}, which frees the "
         f"worker while it waits; without a Triggerer and a job that may hold a worker slot, use one {sync}; "
-        f"without a Triggerer, a long job and scarce worker slots, keep the split but give '{split.sensor.task_id}' "
-        "mode=\"reschedule\" and make everything downstream depend on the sensor."
+        "without a Triggerer, a long job and scarce worker slots, keep the split but give "
+        f"'{split.sensor.task_id}' "
+        'mode="reschedule" and make everything downstream depend on the sensor.'
     )
 
 
@@ -75,12 +83,18 @@ def check(ctx: FileContext) -> Iterator[Finding]:
         sensor_line, _ = ctx.position(split.sensor.call)
         yield ctx.finding("ADR005", split.submit.call, adr005_message(split).format(sensor_line=sensor_line))
         for where, what in split.offenders:
-            yield ctx.finding("ADR006", where, (
-                f"{what} depends on '{split.submit.task_id}', which turns green as soon as the job is "
-                f"accepted, instead of on '{split.sensor.task_id}', which reflects whether it succeeded: it "
-                f"can run (or alert success) while the job is still running or after it failed. Fix: depend on "
-                f"'{split.sensor.task_id}' (or collapse the split into one durable task, see ADR005)."
-            ))
+            yield ctx.finding(
+                "ADR006",
+                where,
+                (
+                    f"{what} depends on '{split.submit.task_id}', which turns green as soon as the job is "
+                    f"accepted, instead of on '{split.sensor.task_id}', which reflects whether it "
+                    "succeeded: it "
+                    "can run (or alert success) while the job is still running or after it failed. "
+                    "Fix: depend on "
+                    f"'{split.sensor.task_id}' (or collapse the split into one durable task, see ADR005)."
+                ),
+            )
 
 
 # -- collection ------------------------------------------------------------------------------------
@@ -92,11 +106,17 @@ def _scope_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
     return ctx.enclosing_function(node) or ctx.module
 
 
-def _make_node(ctx: FileContext, call: cst.Call, key: str, taskflow: dict[str, cst.FunctionDef]) -> TaskNode | None:
+def _make_node(
+    ctx: FileContext, call: cst.Call, key: str, taskflow: dict[str, cst.FunctionDef]
+) -> TaskNode | None:
     func = call.func
     # fn.override(task_id=...)(...) is still the TaskFlow function fn.
     override_id = None
-    if isinstance(func, cst.Call) and isinstance(func.func, cst.Attribute) and func.func.attr.value == "override":
+    if (
+        isinstance(func, cst.Call)
+        and isinstance(func.func, cst.Attribute)
+        and func.func.attr.value == "override"
+    ):
         override_id = string_value(arg(func, None, "task_id"))
         func = func.func.value
     if isinstance(func, cst.Name) and func.value in taskflow:
@@ -105,7 +125,9 @@ def _make_node(ctx: FileContext, call: cst.Call, key: str, taskflow: dict[str, c
     name = callee_name(call)
     task_id = string_value(arg(call, None, "task_id"))
     if name and task_id and (name.endswith(("Operator", "Sensor")) or name[:1].isupper()):
-        return TaskNode(key, task_id, call, _scope_of(ctx, call), class_name=name, qnames=ctx.call_qnames(call))
+        return TaskNode(
+            key, task_id, call, _scope_of(ctx, call), class_name=name, qnames=ctx.call_qnames(call)
+        )
     return None
 
 
@@ -143,7 +165,9 @@ def _collect_edges(ctx: FileContext, tasks: list[TaskNode]) -> list[Edge]:
     edges: list[Edge] = []
 
     def shift(expr: cst.BaseExpression) -> list[str]:
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.RightShift, cst.LeftShift)):
+        if isinstance(expr, cst.BinaryOperation) and isinstance(
+            expr.operator, (cst.RightShift, cst.LeftShift)
+        ):
             left, right = shift(expr.left), shift(expr.right)
             up, down = (left, right) if isinstance(expr.operator, cst.RightShift) else (right, left)
             edges.extend(Edge(u, d, expr) for u in up for d in down)
@@ -159,10 +183,12 @@ def _collect_edges(ctx: FileContext, tasks: list[TaskNode]) -> list[Edge]:
                 this = _operands(node.func.value)
                 other = [n for a in node.args for n in _operands(a.value)]
                 pairs = [(t, o) for t in this for o in other]
-                edges.extend(Edge(t, o, node) if name == "set_downstream" else Edge(o, t, node) for t, o in pairs)
+                edges.extend(
+                    Edge(t, o, node) if name == "set_downstream" else Edge(o, t, node) for t, o in pairs
+                )
             elif any(q.endswith(".chain") for q in ctx.call_qnames(node)):
                 groups = [_operands(a.value) for a in node.args]
-                for ups, downs in zip(groups, groups[1:]):
+                for ups, downs in zip(groups, groups[1:], strict=False):
                     edges.extend(Edge(u, d, node) for u in ups for d in downs)
     # Data dependencies: a task call that receives another task's output runs after it.
     for t in tasks:
@@ -188,9 +214,11 @@ def _is_sensor(ctx: FileContext, task: TaskNode) -> bool:
     if ctx.is_task_sensor(task.function):
         return True
     # A @task that loops and sleeps is a hand-written polling task.
-    return any(isinstance(n, cst.While) and any(isinstance(c, cst.Call) and callee_name(c) == "sleep"
-                                                for c in ctx.walk(n))
-               for n in ctx.own_nodes(task.function))
+    return any(
+        isinstance(n, cst.While)
+        and any(isinstance(c, cst.Call) and callee_name(c) == "sleep" for c in ctx.walk(n))
+        for n in ctx.own_nodes(task.function)
+    )
 
 
 def _no_wait_reason(ctx: FileContext, task: TaskNode) -> str | None:
@@ -202,7 +230,9 @@ def _no_wait_reason(ctx: FileContext, task: TaskNode) -> str | None:
             if value is not None and isinstance(value, cst.Name) and value.value == str(bad):
                 return f"{flag}={bad}"
         drop_in = _drop_in(task)
-        default_no_wait = (drop_in is not None and not drop_in.waits_by_default) or task.class_name in _NO_WAIT_BY_DEFAULT
+        default_no_wait = (
+            drop_in is not None and not drop_in.waits_by_default
+        ) or task.class_name in _NO_WAIT_BY_DEFAULT
         if default_no_wait and arg(task.call, None, "wait_for_completion") is None:
             return "wait_for_completion defaults to False"
         return None
@@ -254,8 +284,13 @@ def find_splits(ctx: FileContext) -> list[Split]:
     return splits
 
 
-def _downstream_offenders(ctx: FileContext, submit: TaskNode, sensor: TaskNode, edges: list[Edge],
-                          by_key: dict[tuple[int, str], TaskNode]) -> list[tuple[cst.CSTNode, str]]:
+def _downstream_offenders(
+    ctx: FileContext,
+    submit: TaskNode,
+    sensor: TaskNode,
+    edges: list[Edge],
+    by_key: dict[tuple[int, str], TaskNode],
+) -> list[tuple[cst.CSTNode, str]]:
     children: dict[str, set[str]] = {}
     for e in edges:
         children.setdefault(e.upstream, set()).add(e.downstream)
@@ -269,7 +304,11 @@ def _downstream_offenders(ctx: FileContext, submit: TaskNode, sensor: TaskNode, 
     offenders: list[tuple[cst.CSTNode, str]] = []
     seen: set[str] = set()
     for e in edges:
-        if e.upstream != submit.key or e.downstream in (sensor.key, submit.key) or e.downstream in after_sensor:
+        if (
+            e.upstream != submit.key
+            or e.downstream in (sensor.key, submit.key)
+            or e.downstream in after_sensor
+        ):
             continue
         if e.downstream in seen:
             continue

@@ -8,21 +8,42 @@ import libcst as cst
 
 from airflow_durable.lint.context import FileContext, arg, callee_name, is_none, method_name, string_value
 from airflow_durable.lint.findings import Finding
-from airflow_durable.lint.flow import FunctionFlow, is_variable_call
+from airflow_durable.lint.flow import FunctionFlow
 
 # Calls whose result json.dumps rejects.
 _NON_JSON_CALLS = {
-    "datetime.datetime.now": "a datetime", "datetime.datetime.utcnow": "a datetime",
-    "datetime.datetime": "a datetime", "datetime.date.today": "a date", "datetime.date": "a date",
-    "datetime.timedelta": "a timedelta", "pendulum.now": "a datetime", "pendulum.datetime": "a datetime",
-    "pendulum.today": "a datetime", "decimal.Decimal": "a Decimal", "uuid.uuid4": "a UUID", "uuid.UUID": "a UUID",
-    "builtins.set": "a set", "builtins.frozenset": "a frozenset", "builtins.bytes": "bytes",
+    "datetime.datetime.now": "a datetime",
+    "datetime.datetime.utcnow": "a datetime",
+    "datetime.datetime": "a datetime",
+    "datetime.date.today": "a date",
+    "datetime.date": "a date",
+    "datetime.timedelta": "a timedelta",
+    "pendulum.now": "a datetime",
+    "pendulum.datetime": "a datetime",
+    "pendulum.today": "a datetime",
+    "decimal.Decimal": "a Decimal",
+    "uuid.uuid4": "a UUID",
+    "uuid.UUID": "a UUID",
+    "builtins.set": "a set",
+    "builtins.frozenset": "a frozenset",
+    "builtins.bytes": "bytes",
     "builtins.object": "an object",
 }
 # Context entries that are objects or datetimes, not JSON.
-_NON_JSON_CONTEXT = {"logical_date", "data_interval_start", "data_interval_end", "ti", "task_instance",
-                     "dag_run", "dag", "task", "execution_date", "prev_data_interval_start_success",
-                     "prev_data_interval_end_success", "start_date"}
+_NON_JSON_CONTEXT = {
+    "logical_date",
+    "data_interval_start",
+    "data_interval_end",
+    "ti",
+    "task_instance",
+    "dag_run",
+    "dag",
+    "task",
+    "execution_date",
+    "prev_data_interval_start_success",
+    "prev_data_interval_end_success",
+    "start_date",
+}
 _NAIVE_NOW = {"datetime.datetime.utcnow"}
 _NAIVE_NOW_NO_TZ = {"datetime.datetime.now"}
 _STRINGIFY = {"isoformat", "strftime", "timestamp", "str", "ctime"}
@@ -43,24 +64,37 @@ def check(ctx: FileContext) -> Iterator[Finding]:
             store = f"{kind}_state_store"
             problem = _non_json(ctx, flow, value)
             if problem:
-                yield ctx.finding("ADR013", call, (
-                    f"{store}.set() is given {problem}: state-store values must be JSON (str, int, float, bool, "
-                    "list, dict) and None is rejected, so this raises at run time — on the retry path, where it "
-                    "hurts most. Fix: store a JSON value (e.g. an ISO-8601 string with an explicit UTC offset)"
-                    " and delete the key instead of storing None."
-                ))
+                yield ctx.finding(
+                    "ADR013",
+                    call,
+                    (
+                        f"{store}.set() is given {problem}: state-store values must be JSON (str, int, "
+                        "float, bool, "
+                        "list, dict) and None is rejected, so this raises at run time — on the retry "
+                        "path, where it "
+                        "hurts most. Fix: store a JSON value (e.g. an ISO-8601 string with an explicit "
+                        "UTC offset)"
+                        " and delete the key instead of storing None."
+                    ),
+                )
             naive = _naive_now(ctx, flow, value)
             if naive:
                 yield ctx.finding("ADR014", call, _adr014(naive, store))
             if kind == "asset" and owner in mapped and _constant_key(arg(call, 0, "key")):
                 key = ctx.code(arg(call, 0, "key"))  # type: ignore[arg-type]
-                yield ctx.finding("ADR015", call, (
-                    f"'{owner}' is mapped ({mapped[owner]}) and every mapped instance writes "
-                    f"asset_state_store key {key} of the same asset: the instances overwrite each other and the "
-                    "last one to finish wins, whatever order the data was processed in. Fix: include the map "
-                    "index or the partition in the key (f\"watermark:{partition}\"), or write the key once in a "
-                    "non-mapped task downstream of the mapped ones."
-                ))
+                yield ctx.finding(
+                    "ADR015",
+                    call,
+                    (
+                        f"'{owner}' is mapped ({mapped[owner]}) and every mapped instance writes "
+                        f"asset_state_store key {key} of the same asset: the instances overwrite each "
+                        "other and the "
+                        "last one to finish wins, whatever order the data was processed in. Fix: "
+                        "include the map index or the partition in the key "
+                        '(f"watermark:{partition}"), or write the key once in a non-mapped task downstream '
+                        "of the mapped ones."
+                    ),
+                )
         for call in flow.variable_calls({"set"}):
             value = arg(call, 1, "value")
             naive = _naive_now(ctx, flow, value) if value is not None else None
@@ -71,7 +105,8 @@ def check(ctx: FileContext) -> Iterator[Finding]:
 def _adr014(naive: str, store: str) -> str:
     return (
         f"{naive} is stored in {store} as a watermark: it is a naive datetime (no timezone), so comparing it "
-        "with Airflow's timezone-aware dates (logical_date, data_interval_end) fails or silently shifts by the "
+        "with Airflow's timezone-aware dates (logical_date, data_interval_end) fails or silently shifts "
+        "by the "
         "UTC offset, and datetime.utcnow() is deprecated since Python 3.12. Fix: "
         "datetime.now(timezone.utc).isoformat(), or better the run's data_interval_end."
     )
@@ -91,7 +126,11 @@ def _non_json(ctx: FileContext, flow: FunctionFlow, value: cst.BaseExpression) -
         for q in ctx.call_qnames(value):
             if q in _NON_JSON_CALLS:
                 return f"{_NON_JSON_CALLS[q]} ({ctx.code(value)})"
-    if isinstance(value, cst.Subscript) and len(value.slice) == 1 and isinstance(value.slice[0].slice, cst.Index):
+    if (
+        isinstance(value, cst.Subscript)
+        and len(value.slice) == 1
+        and isinstance(value.slice[0].slice, cst.Index)
+    ):
         key = string_value(value.slice[0].slice.value)
         if key in _NON_JSON_CONTEXT:
             return f"context[{key!r}], which is not JSON"

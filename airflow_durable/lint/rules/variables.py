@@ -14,13 +14,13 @@ from airflow_durable.lint.rules.keys import is_run_scoped_placeholder, is_waterm
 ADR001 = (
     "Variable.{method}({key}) inside task '{task}' keeps per-run/per-task state in a global Variable: "
     "Variables are shared by every DAG, run, mapped instance and retry, so concurrent runs overwrite each "
-    "other and nothing scopes or expires the value. Fix: use context[\"task_state_store\"] "
+    'other and nothing scopes or expires the value. Fix: use context["task_state_store"] '
     "(scoped to dag_id, run_id, task_id, map_index; survives retries)."
 )
 ADR002 = (
     "Variable.set({key}) inside task '{task}' stores a watermark / last-processed marker in a global "
     "Variable: any DAG or task can overwrite it and it is not tied to the data it describes. Fix: keep it "
-    "per asset with context[\"asset_state_store\"].set({key}, ...) on the asset this task reads or writes."
+    'per asset with context["asset_state_store"].set({key}, ...) on the asset this task reads or writes.'
 )
 
 
@@ -47,7 +47,9 @@ def check(ctx: FileContext) -> Iterator[Finding]:
             if method == "set" and is_watermark_key(text):
                 yield ctx.finding("ADR002", call, ADR002.format(key=_key_label(ctx, key), task=task))
             else:
-                yield ctx.finding("ADR001", call, ADR001.format(method=method, key=_key_label(ctx, key), task=task))
+                yield ctx.finding(
+                    "ADR001", call, ADR001.format(method=method, key=_key_label(ctx, key), task=task)
+                )
         written_names = {ctx.code(k) for c in set_calls if (k := arg(c, 0, "key")) is not None}
         for call in flow.variable_calls({"get"}):
             key = arg(call, 0, "key")
@@ -56,10 +58,15 @@ def check(ctx: FileContext) -> Iterator[Finding]:
             literal = string_value(flow.resolve(key))
             if literal is not None and literal in written_keys and is_watermark_key(literal):
                 continue  # the watermark pattern is reported once, on the write (ADR002)
-            if (literal is not None and literal in written_keys) or ctx.code(key) in written_names \
-                    or _run_scoped(ctx, flow.resolve(key)):
+            if (
+                (literal is not None and literal in written_keys)
+                or ctx.code(key) in written_names
+                or _run_scoped(ctx, flow.resolve(key))
+            ):
                 # Read back what this task writes, or a key built from the run's identity: per-run state.
-                yield ctx.finding("ADR001", call, ADR001.format(method="get", key=_key_label(ctx, key), task=task))
+                yield ctx.finding(
+                    "ADR001", call, ADR001.format(method="get", key=_key_label(ctx, key), task=task)
+                )
             # A constant key that this task never writes is configuration: the recommended place to read
             # it is exactly here, at run time, so it is not flagged.
 

@@ -14,7 +14,7 @@ from airflow_durable.lint.rules.keys import is_external_id_key, is_submit_call_n
 ADR003 = (
     "'{task}' pushes the external id {key} to XCom and reads it back (line {pull_line}) so that a retry can "
     "find the running job, but XCom is cleared when a new try starts: the retry finds nothing and submits a "
-    "second copy. Fix: persist the id with context[\"task_state_store\"].set({key}, ...), or use a durable "
+    'second copy. Fix: persist the id with context["task_state_store"].set({key}, ...), or use a durable '
     "operator / ResumableJobMixin, which do this for you."
 )
 ADR004 = (
@@ -24,7 +24,9 @@ ADR004 = (
     "for your system, or subclass ResumableJobMixin and call execute_resumable() from execute()."
 )
 _SOURCE_NOTES = {
-    "Variable": ": a global Variable is not scoped to this task instance, so other runs reconnect to this job",
+    "Variable": (
+        ": a global Variable is not scoped to this task instance, so other runs reconnect to this job"
+    ),
     "XCom": ": XCom is cleared for a new try, so the retry never sees the id",
 }
 
@@ -64,7 +66,9 @@ def _xcom_ids(ctx: FileContext, fn: cst.FunctionDef) -> Iterator[Finding]:
         # task is the retry-resume intent this rule is about.
         if pull is not None:
             line, _ = ctx.position(pull)
-            yield ctx.finding("ADR003", push, ADR003.format(task=fn.name.value, key=repr(key), pull_line=line))
+            yield ctx.finding(
+                "ADR003", push, ADR003.format(task=fn.name.value, key=repr(key), pull_line=line)
+            )
 
 
 def _branch_submits(ctx: FileContext, block: cst.CSTNode | None) -> bool:
@@ -80,7 +84,7 @@ def _falls_through_to_submit(ctx: FileContext, node: cst.If) -> bool:
     block = ctx.parent(node)
     if not isinstance(block, (cst.IndentedBlock, cst.Module)):
         return False
-    after = list(block.body)[list(block.body).index(node) + 1:]
+    after = list(block.body)[list(block.body).index(node) + 1 :]
     return any(_branch_submits(ctx, stmt) for stmt in after)
 
 
@@ -97,6 +101,13 @@ def _hand_rolled_resume(ctx: FileContext, fn: cst.FunctionDef, flow: FunctionFlo
         # A flag or a setting read from a Variable is configuration; only a stored *id* means "resume".
         if source != "XCom" and not is_external_id_key(key):
             continue
-        if _branch_submits(ctx, node.body) or _branch_submits(ctx, node.orelse) or _falls_through_to_submit(ctx, node):
-            yield ctx.finding("ADR004", node, ADR004.format(
-                task=fn.name.value, source=source, extra=_SOURCE_NOTES.get(source, "")))
+        if (
+            _branch_submits(ctx, node.body)
+            or _branch_submits(ctx, node.orelse)
+            or _falls_through_to_submit(ctx, node)
+        ):
+            yield ctx.finding(
+                "ADR004",
+                node,
+                ADR004.format(task=fn.name.value, source=source, extra=_SOURCE_NOTES.get(source, "")),
+            )
