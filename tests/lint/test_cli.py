@@ -200,3 +200,23 @@ def test_every_rule_message_names_problem_reason_and_fix() -> None:
     for code, message in by_code.items():
         assert "Fix:" in message or "Decide" in message, code
         assert len(message) > 120, code  # problem + why, not a bare label
+
+
+def test_colour_only_when_asked_for_a_terminal() -> None:
+    import io
+
+    from rich.console import Console
+
+    from airflow_durable.lint import check_paths
+    from airflow_durable.lint.config import Config
+    from airflow_durable.lint.output import render_text
+
+    report = check_paths([HERE / "corpus" / "tp_adr002_watermark.py"], Config())
+    plain = render_text(report)
+    assert "\x1b[" not in plain and "[yellow]" not in plain
+    buffer = io.StringIO()
+    Console(file=buffer, force_terminal=True, highlight=False, soft_wrap=True).print(
+        render_text(report, colour=True), end=""
+    )
+    coloured = buffer.getvalue()
+    assert "\x1b[" in coloured and "ADR002" in coloured and "[yellow]" not in coloured
