@@ -35,18 +35,18 @@ class SystemCase:
     #: Cells this operator cannot meet: ``{cell: reason}``; the suite asserts the documented gap instead.
     notimpl: dict[str, str] = field(default_factory=dict)
 
+    def lifecycle(self, ending: str | None = None, active_reads: int = 6) -> list[str]:
+        """A job that stays active for ``active_reads`` status reads, then ends (``succeeded`` by default).
+
+        Status reads include the provider's own pre-deferral checks, so keep a few to spare.
+        """
+        return ["PENDING"] + [self.running] * active_reads + [ending or self.succeeded]
+
     def submissions(self, emulator: Any) -> list[Any]:
         return emulator.ledger.submissions()
 
     def tokens(self, emulator: Any) -> list[str]:
         return [entry.token for entry in self.submissions(emulator)]
-
-
-def _fast_retries() -> dict[str, Any]:
-    # The hook's own tenacity loop still runs (2 attempts per call); only the back-off sleeps go.
-    from tenacity import stop_after_attempt, wait_none
-
-    return {"stop": stop_after_attempt(2), "wait": wait_none()}
 
 
 def _databricks_submit(emulator: Any, deferrable: bool, **overrides: Any) -> Any:
@@ -62,7 +62,6 @@ def _databricks_submit(emulator: Any, deferrable: bool, **overrides: Any) -> Any
         polling_period_seconds=0,
         databricks_retry_limit=2,
         databricks_retry_delay=0.01,
-        databricks_retry_args=_fast_retries(),
     )
     kwargs.update(overrides)
     return DurableDatabricksSubmitRunOperator(**kwargs)
@@ -80,7 +79,6 @@ def _databricks_run_now(emulator: Any, deferrable: bool, **overrides: Any) -> An
         polling_period_seconds=0,
         databricks_retry_limit=2,
         databricks_retry_delay=0.01,
-        databricks_retry_args=_fast_retries(),
     )
     kwargs.update(overrides)
     return DurableDatabricksRunNowOperator(**kwargs)
@@ -94,7 +92,7 @@ _DATABRICKS_COMMON: dict[str, Any] = dict(
     cancelled="TERMINATED:CANCELED",
     unknown="HIBERNATING",
     status_call=("GET", "jobs/runs/get"),
-    status_errors_to_give_up=2,  # stop_after_attempt(2): two failed attempts and the hook gives up
+    status_errors_to_give_up=2,  # databricks_retry_limit=2: two failed attempts and the hook gives up
     xcoms_sync=frozenset({"run_id", "run_page_url"}),
     xcoms_deferrable=frozenset({"run_id", "run_page_url", "job_id"}),
 )

@@ -25,7 +25,9 @@ def case(request: pytest.FixtureRequest) -> SystemCase:
 
 @pytest.fixture
 def emulator(case: SystemCase, request: pytest.FixtureRequest) -> Any:
-    return request.getfixturevalue(case.emulator_fixture)
+    emulator = request.getfixturevalue(case.emulator_fixture)
+    emulator.lifecycle = case.lifecycle()
+    return emulator
 
 
 def degraded_runner(case: SystemCase, emulator: Any, deferrable: bool) -> TaskRunner:
@@ -49,7 +51,7 @@ def test_one_task_submits_and_waits_without_touching_the_store(case, emulator, d
 
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_every_try_submits_fresh(case, emulator, deferrable):
-    emulator.lifecycle = ["PENDING", "RUNNING", "RUNNING", "RUNNING", case.succeeded]
+    emulator.lifecycle = case.lifecycle(active_reads=8)
     method, path = case.status_call
     emulator.faults.add(
         method=method,

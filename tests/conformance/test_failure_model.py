@@ -30,7 +30,20 @@ def case(request: pytest.FixtureRequest) -> SystemCase:
 
 @pytest.fixture
 def emulator(case: SystemCase, request: pytest.FixtureRequest) -> Any:
-    return request.getfixturevalue(case.emulator_fixture)
+    emulator = request.getfixturevalue(case.emulator_fixture)
+    emulator.lifecycle = case.lifecycle()
+    return emulator
+
+
+@pytest.fixture
+def task_logs(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> Any:
+    """Everything the task logged: Airflow 3 routes operator logs through structlog to stdout."""
+
+    def read() -> str:
+        captured = capsys.readouterr()
+        return "\n".join([caplog.text, captured.out, captured.err])
+
+    return read
 
 
 def runner_for(case: SystemCase, emulator: Any, deferrable: bool, **overrides: Any) -> TaskRunner:
@@ -93,7 +106,7 @@ def test_worker_dies_after_persist_before_waiting(case, emulator, deferrable):
 
 def test_trigger_error_event_while_job_runs(case, emulator):
     """API 5xx beyond the trigger's retries fails the deferred try; the retry reconnects to the same run."""
-    emulator.lifecycle = ["PENDING", "RUNNING", "RUNNING", "RUNNING", case.succeeded]
+    emulator.lifecycle = case.lifecycle(active_reads=8)
     method, path = case.status_call
     emulator.faults.add(
         method=method, path_contains=path, status=503, times=case.status_errors_to_give_up, transport="async"
@@ -128,7 +141,7 @@ def test_sync_worker_dies_after_success_before_airflow_records_it(case, emulator
 
 
 def test_triggerer_killed_mid_deferral(case, emulator):
-    emulator.lifecycle = ["PENDING"] * 3 + ["RUNNING"] * 20 + [case.succeeded]
+    emulator.lifecycle = case.lifecycle(active_reads=30)
     runner = runner_for(case, emulator, True)
     runner.trigger_interrupts = 1
     outcome = runner.run()
@@ -151,7 +164,7 @@ def test_user_clears_finished_task_runs_the_job_again(case, emulator, deferrable
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_status_api_error_mid_poll(case, emulator, deferrable):
     """The status API fails past the hook's retries: the try fails, the retry reconnects (1 submission)."""
-    emulator.lifecycle = ["PENDING", "RUNNING", "RUNNING", case.succeeded]
+    emulator.lifecycle = case.lifecycle(active_reads=8)
     method, path = case.status_call
     fault = emulator.faults.add(
         method=method,
@@ -235,7 +248,7 @@ def test_intent_write_fails_before_anything_is_submitted(case, emulator, deferra
 
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_id_write_fails_cancels_the_job_just_submitted(case, emulator, deferrable):
-    emulator.lifecycle = ["PENDING", "RUNNING", case.succeeded]
+    emulator.lifecycle = case.lifecycle()
     runner = runner_for(case, emulator, deferrable)
     runner.store.fail_set(record_state("submitted"))
     outcome = runner.run_try()
@@ -246,25 +259,25 @@ def test_id_write_fails_cancels_the_job_just_submitted(case, emulator, deferrabl
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
-def test_completion_write_fails_but_the_task_succeeds(case, emulator, deferrable, caplog):
+def test_completion_write_fails_but_the_task_succeeds(case, emulator, deferrable, task_logs):
     runner = runner_for(case, emulator, deferrable)
     runner.store.fail_set(record_state("done"))
     outcome = runner.run_try()
     assert outcome.state == "success", outcome.error
     only_job(case, emulator)
-    assert "could not be recorded" in caplog.text
+    assert "could not be recorded" in task_logs()
 
 
 # --------------------------------------------------------------------------- the job ends badly
 @pytest.mark.parametrize("deferrable", PATHS)
 @pytest.mark.parametrize("ending", ["failed", "cancelled"])
 def test_job_ends_badly_then_the_retry_submits_a_new_generation(case, emulator, deferrable, ending):
-    emulator.lifecycle = ["PENDING", "RUNNING", getattr(case, ending)]
+    emulator.lifecycle = case.lifecycle(getattr(case, ending))
     runner = runner_for(case, emulator, deferrable)
     first = runner.run_try()
     assert first.state == "failed"
     assert runner.store.data[case.external_id_key]["state"] == "submitted"  # kept for the next try
-    emulator.lifecycle = ["PENDING", "RUNNING", case.succeeded]
+    emulator.lifecycle = case.lifecycle()
     second = runner.run_try()
     assert second.state == "success", second.error
     submissions = case.submissions(emulator)
@@ -315,7 +328,7 @@ def test_event_about_another_job_is_refused(case, emulator):
 
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_on_kill_cancels_the_tracked_job_and_keeps_the_record(case, emulator, deferrable):
-    emulator.lifecycle = ["PENDING", "RUNNING"]
+    emulator.lifecycle = [case.running]
     runner = runner_for(case, emulator, deferrable)
     runner.store.crash_when(record_state("submitted"), before=False)
     runner.run_try()
@@ -323,18 +336,18 @@ def test_on_kill_cancels_the_tracked_job_and_keeps_the_record(case, emulator, de
     run_id = only_job(case, emulator)
     assert emulator.run(run_id).state == case.cancelled
     assert runner.store.data[case.external_id_key]["state"] == "submitted"
-    emulator.lifecycle = ["PENDING", "RUNNING", case.succeeded]
+    emulator.lifecycle = case.lifecycle()
     assert runner.run_try().state == "success"  # the retry sees "cancelled" and submits fresh
     assert len(case.submissions(emulator)) == 2
 
 
-def test_decisions_are_logged_once_with_the_id(case, emulator, caplog):
+def test_decisions_are_logged_once_with_the_id(case, emulator, task_logs):
     runner = runner_for(case, emulator, True)
     runner.store.crash_when(record_state("submitted"), before=False)
-    with caplog.at_level("INFO"):
-        runner.run()
+    runner.run()
     run_id = only_job(case, emulator)
-    decisions = [r.getMessage() for r in caplog.records if "[fresh_submit]" in r.getMessage() or "[reconnect]" in r.getMessage()]
+    lines = task_logs().splitlines()
+    decisions = [line for line in lines if "[fresh_submit]" in line or "[reconnect]" in line]
     assert len(decisions) == 2, decisions
     assert str(run_id) in decisions[1]
 
