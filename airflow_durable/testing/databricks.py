@@ -157,6 +157,7 @@ class DatabricksEmulator:
         self.faults = faults if faults is not None else FaultPlan()
         self.token = token
         self.lifecycle = lifecycle
+        self._queued_lifecycles: list[list[str]] = []
         self.runs: dict[int, DatabricksRun] = {}
         self.jobs: dict[int, DatabricksJob] = {}
         self._tokens: dict[str, int] = {}
@@ -182,6 +183,17 @@ class DatabricksEmulator:
         states = list(DEFAULT_LIFECYCLE if states is None else states)
         Lifecycle(states)  # validate now, not at the next submit
         self._lifecycle = states
+
+    def queue_lifecycles(self, *scripts: Sequence[str]) -> None:
+        """Give the next new runs these scripts, in order; later runs get :attr:`lifecycle`.
+
+        For scenarios across tries that a test cannot step into, e.g. "the first run fails, the
+        retry's run succeeds" under ``dag.test()``.
+        """
+        for states in scripts:
+            Lifecycle(list(states))
+        with self._lock:
+            self._queued_lifecycles.extend(list(states) for states in scripts)
 
     def start(self) -> DatabricksEmulator:
         self.server.start()
@@ -380,7 +392,7 @@ class DatabricksEmulator:
             operation=operation,
             payload=json.loads(json.dumps(payload, default=str)),
             token=token,
-            lifecycle=Lifecycle(self._lifecycle),
+            lifecycle=Lifecycle(self._queued_lifecycles.pop(0) if self._queued_lifecycles else self._lifecycle),
             number_in_job=job.runs,
             run_name=str(payload.get("run_name") or job.name),
             task_keys=task_keys,
