@@ -1,0 +1,129 @@
+# Reproducible environments for airflow-durable. See docs/dev/environments.md.
+#
+#   make test          main env (.venv: Airflow 3.3 + Databricks provider 7.23), then pytest
+#   make test-matrix   every other matrix entry, each in .venv-<name>, same pytest command
+#   make test-<name>   one matrix entry (names: $(MATRIX))
+#   make envs          build every env without running tests (parallel-safe: make -j3 envs)
+#   make lock          recompile requirements/*.txt from requirements/*.in (keeps pins unless
+#                      an .in changed); make lock-upgrade moves every pin to the newest release
+#   make clean         remove every env, the uv bootstrap and the per-env AIRFLOW_HOMEs
+#
+# Needs only python3.11 with pip: uv is bootstrapped with pip into .venv-tools/.
+# An env is rebuilt only when its lock file or pyproject.toml changed (stamp: <env>/.synced).
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+MAKEFLAGS += --no-print-directory
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3 2>/dev/null)
+UV_VERSION ?= 0.13.9
+TOOLS := .venv-tools
+UV := $(TOOLS)/bin/uv
+
+# Main env: name 3.3, lock requirements/airflow-3.3.txt, venv .venv
+MAIN := 3.3
+# Other matrix entries: lock requirements/airflow-<name>.txt, venv .venv-<name>
+MATRIX := 3.2 2.11 3.3-databricks-7.16
+
+PYTEST_ARGS ?= -ra --timeout=600
+
+# Never let uv fetch a Python of its own: the machine's python3.11 is the one to use.
+export UV_PYTHON_DOWNLOADS := never
+export UV_NO_PROGRESS := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+# Degraded entries pin Airflow's own dependencies to what they resolved to at that Airflow
+# release (like Airflow's published constraints files, which this machine cannot fetch):
+# requirements/constraints-<name>.txt is compiled from constraints-<name>.in with
+# --exclude-newer ERA_<name>, minus every apache-airflow-providers-* (so the newer providers
+# under test can be layered on top) and minus UNCONSTRAIN_<name> (packages those providers
+# need newer). Without this, today's fastapi/svcs break Airflow 3.2.2's in-process execution
+# API under dag.test().
+ERA_3.2 := 2026-06-01T00:00:00Z
+UNCONSTRAIN_3.2 :=
+ERA_2.11 := 2026-03-15T00:00:00Z
+UNCONSTRAIN_2.11 := aiohttp
+ERA_ENTRIES := 3.2 2.11
+
+# uv pip compile options shared by `make lock` and `make lock-upgrade`.
+COMPILE := $(UV) pip compile --quiet --python-version 3.11 \
+	--python-platform x86_64-unknown-linux-gnu --generate-hashes --no-header \
+	--annotation-style line
+
+venv_of = $(if $(filter $(MAIN),$(1)),.venv,.venv-$(1))
+
+.PHONY: test test-matrix envs lock lock-upgrade clean uv $(addprefix test-,$(MAIN) $(MATRIX)) \
+	$(addprefix env-,$(MAIN) $(MATRIX))
+
+# --- uv bootstrap ---------------------------------------------------------------------------
+uv: $(UV)
+$(UV):
+	@echo ">> bootstrapping uv $(UV_VERSION) into $(TOOLS) with $(PYTHON)"
+	@test -n "$(PYTHON)" || { echo "make: ERROR: no python3.11 (or python3) on PATH" >&2; exit 1; }
+	@"$(PYTHON)" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else \
+		"make: ERROR: need Python 3.11, got " + sys.version.split()[0] + " at " + sys.executable)'
+	rm -rf $(TOOLS)
+	"$(PYTHON)" -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet "uv==$(UV_VERSION)"
+	@$(UV) --version
+
+# --- environments ---------------------------------------------------------------------------
+# $(1) = matrix name. The stamp lives inside the venv, so deleting the venv forces a rebuild.
+define ENV_template
+$(call venv_of,$(1))/.synced: requirements/airflow-$(1).txt pyproject.toml | $(UV)
+	@echo ">> syncing $(call venv_of,$(1)) from requirements/airflow-$(1).txt"
+	@test -x $(call venv_of,$(1))/bin/python || $(UV) venv --quiet --python "$(PYTHON)" $(call venv_of,$(1))
+	$(UV) pip sync --python $(call venv_of,$(1))/bin/python --require-hashes requirements/airflow-$(1).txt
+	$(UV) pip install --python $(call venv_of,$(1))/bin/python --no-deps --no-build-isolation -e .
+	@touch $$@
+
+env-$(1): $(call venv_of,$(1))/.synced
+
+test-$(1): $(call venv_of,$(1))/.synced
+	@echo ">> pytest in $(call venv_of,$(1)) (matrix entry $(1))"
+	@mkdir -p .airflow-home-$(1)
+	@rc=0; AIRFLOW_HOME="$(CURDIR)/.airflow-home-$(1)" AIRFLOW__CORE__LOAD_EXAMPLES=False \
+		$(call venv_of,$(1))/bin/python -m pytest $(PYTEST_ARGS) || rc=$$$$?; \
+	if [ $$$$rc -eq 5 ]; then \
+		echo "make: ERROR: pytest collected no tests in $(call venv_of,$(1)) (exit 5)" >&2; \
+	elif [ $$$$rc -ne 0 ]; then \
+		echo "make: ERROR: pytest failed in $(call venv_of,$(1)) (exit $$$$rc)" >&2; \
+	fi; exit $$$$rc
+endef
+$(foreach n,$(MAIN) $(MATRIX),$(eval $(call ENV_template,$(n))))
+
+test: test-$(MAIN)
+test-matrix: $(addprefix test-,$(MATRIX))
+envs: $(addprefix env-,$(MAIN) $(MATRIX))
+
+# --- lock files -----------------------------------------------------------------------------
+# $(1) = matrix name with an ERA_ date: writes requirements/constraints-$(1).txt
+define CONSTRAINTS_recipe
+	@echo ">> compiling requirements/constraints-$(1).txt (apache-airflow as of $(ERA_$(1)))"
+	@{ echo "# Generated by 'make lock' from constraints-$(1).in: uv pip compile --exclude-newer $(ERA_$(1)),"; \
+	  echo "# minus apache-airflow-providers-* $(if $(UNCONSTRAIN_$(1)),and $(UNCONSTRAIN_$(1)),). Do not edit."; \
+	  $(UV) pip compile --quiet --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
+		--no-header --no-annotate --exclude-newer $(ERA_$(1)) requirements/constraints-$(1).in \
+	  | grep -v -E '^(apache-airflow-providers-[a-z0-9-]+$(foreach p,$(UNCONSTRAIN_$(1)),|$(p)))=='; \
+	} > requirements/constraints-$(1).txt.tmp
+	@mv requirements/constraints-$(1).txt.tmp requirements/constraints-$(1).txt
+
+endef
+
+lock: | $(UV)
+	$(foreach n,$(ERA_ENTRIES),$(call CONSTRAINTS_recipe,$(n)))
+	@for n in $(MAIN) $(MATRIX); do \
+		echo ">> compiling requirements/airflow-$$n.txt"; \
+		$(COMPILE) requirements/airflow-$$n.in -o requirements/airflow-$$n.txt; \
+	done
+
+lock-upgrade: | $(UV)
+	$(foreach n,$(ERA_ENTRIES),$(call CONSTRAINTS_recipe,$(n)))
+	@for n in $(MAIN) $(MATRIX); do \
+		echo ">> compiling requirements/airflow-$$n.txt (--upgrade)"; \
+		$(COMPILE) --upgrade requirements/airflow-$$n.in -o requirements/airflow-$$n.txt; \
+	done
+
+clean:
+	rm -rf .venv .venv-* .airflow-home-* .pytest_cache
