@@ -23,6 +23,7 @@ from airflow.providers.databricks.operators import databricks as provider
 from airflow.providers.databricks.utils.databricks import validate_trigger_event
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
+from airflow_durable.shims import databricks as compat
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -63,8 +64,8 @@ class _DatabricksRunAdapter(DurableJobEngine):
     def durable_status(self, external_id: int, context: Mapping[str, Any]) -> str:
         try:
             run_info = self._hook.get_run(external_id)
-        except provider.DatabricksApiError as err:
-            if getattr(err, "http_status_code", None) == 404:
+        except Exception as err:
+            if compat.is_not_found(err):
                 raise JobNotFoundError(external_id) from err
             raise
         state = run_info.get("state") or {}
@@ -124,7 +125,7 @@ class DurableDatabricksSubmitRunOperator(_DatabricksRunAdapter, provider.Databri
     external_id_key = "airflow_durable.databricks_submit_run"
 
     def _payload(self, context: Mapping[str, Any]) -> dict[str, Any]:
-        return self._prepare_submit_json(context)
+        return compat.submit_payload(self, context)
 
     def _start_run(self, payload: dict[str, Any]) -> int:
         return self._hook.submit_run(payload)
@@ -142,7 +143,7 @@ class DurableDatabricksRunNowOperator(_DatabricksRunAdapter, provider.Databricks
     external_id_key = "airflow_durable.databricks_run_now"
 
     def _payload(self, context: Mapping[str, Any]) -> dict[str, Any]:
-        return self._prepare_run_now_json(context)
+        return compat.run_now_payload(self, context)
 
     def _start_run(self, payload: dict[str, Any]) -> int:
         return self._hook.run_now(payload)
@@ -150,6 +151,5 @@ class DurableDatabricksRunNowOperator(_DatabricksRunAdapter, provider.Databricks
     def durable_poll(self, external_id: int, context: Mapping[str, Any], reconnect: bool) -> None:
         # The provider's repair path reads the merged payload; on reconnect no submit built it, and
         # rebuilding it must not re-run cancel_previous_runs (that would cancel the run we rejoin).
-        if not getattr(self, "_merged_json", None):
-            self._merged_json = self._build_run_now_payload(context)
+        compat.prepare_run_now_reconnect(self, context)
         super().durable_poll(external_id, context, reconnect)

@@ -1,0 +1,80 @@
+"""Databricks provider differences, in one place (imported only by ``operators.databricks``).
+
+Provider 7.17+ (the ``ResumableJobMixin`` releases) builds the request body in ``_prepare_submit_json``
+/ ``_prepare_run_now_json`` and raises ``DatabricksApiError`` with ``http_status_code``. Earlier releases
+(tested floor: 7.16) build it inline in ``execute`` from the ``json`` merged in ``__init__`` and raise a
+plain ``AirflowException("Response: …, Status Code: 404")``. We try the new API first and fall back here,
+so the operator module and our behaviour are the same on both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.databricks.utils.databricks import normalise_json_content
+
+
+def submit_payload(operator: Any, context: Any) -> dict[str, Any]:
+    """The ``runs/submit`` body exactly as the installed provider would send it."""
+    prepare = getattr(operator, "_prepare_submit_json", None)
+    if prepare is not None:
+        return dict(prepare(context))
+    # Provider < 7.17: the body is operator.json, completed the way its execute() does.
+    from airflow.providers.databricks.operators.databricks import _inject_airflow_params_into_task
+
+    json = operator.json
+    pipeline_task = json.get("pipeline_task")
+    if pipeline_task and pipeline_task.get("pipeline_id") is None and pipeline_task.get("pipeline_name"):
+        pipeline_task["pipeline_id"] = operator._hook.find_pipeline_id_by_name(pipeline_task["pipeline_name"])
+        del pipeline_task["pipeline_name"]
+    if operator.params:
+        params = dict(operator.params)
+        tasks = json.get("tasks")
+        for task in tasks if isinstance(tasks, list) else [json]:
+            if isinstance(task, dict):
+                _inject_airflow_params_into_task(task, params)
+    return dict(normalise_json_content(json))
+
+
+def run_now_payload(operator: Any, context: Any) -> dict[str, Any]:
+    """The ``run-now`` body as the installed provider would send it (runs ``cancel_previous_runs``)."""
+    prepare = getattr(operator, "_prepare_run_now_json", None)
+    if prepare is not None:
+        return dict(prepare(context))
+    json = _resolve_job_name(operator)
+    if operator.cancel_previous_runs:
+        if (job_id := json.get("job_id")) is None:
+            raise ValueError("cancel_previous_runs=True requires either job_id or job_name to be provided.")
+        operator._hook.cancel_all_runs(job_id)
+    if not json.get("job_parameters") and operator.params:
+        json["job_parameters"] = dict(operator.params)
+    return dict(json)
+
+
+def prepare_run_now_reconnect(operator: Any, context: Any) -> None:
+    """Give the provider's repair path the payload it reads, without cancelling any run."""
+    build = getattr(operator, "_build_run_now_payload", None)
+    if build is not None:
+        if not getattr(operator, "_merged_json", None):
+            operator._merged_json = build(context)
+        return
+    _resolve_job_name(operator)  # provider < 7.17 reads operator.json
+
+
+def _resolve_job_name(operator: Any) -> dict[str, Any]:
+    json = operator.json
+    if "job_name" in json:
+        job_id = operator._hook.find_job_id_by_name(json["job_name"])
+        if job_id is None:
+            raise ValueError(f"Job ID for job name {json['job_name']} can not be found")
+        json["job_id"] = job_id
+        del json["job_name"]
+    return json
+
+
+def is_not_found(error: BaseException) -> bool:
+    """Whether a hook error means "the run does not exist" (deleted, or its history expired)."""
+    status = getattr(error, "http_status_code", None)
+    if status is not None:
+        return status == 404
+    return "Status Code: 404" in str(error)
