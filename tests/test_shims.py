@@ -12,7 +12,10 @@ from airflow_durable import shims
 
 
 def test_detection_matches_the_installed_airflow_api():
-    has_store_api = importlib.util.find_spec("airflow.sdk.bases.resumablejobmixin") is not None
+    try:
+        has_store_api = importlib.util.find_spec("airflow.sdk.bases.resumablejobmixin") is not None
+    except ModuleNotFoundError:  # Airflow 2.x: no airflow.sdk at all
+        has_store_api = False
     assert shims.DURABLE_RUNTIME is has_store_api
 
 

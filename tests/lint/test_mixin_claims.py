@@ -13,7 +13,7 @@ import pytest
 from airflow_durable.lint import check_source
 from tests.lint.conftest import CORPUS
 
-pytest.importorskip("airflow.sdk")
+pytest.importorskip("airflow.sdk.bases.resumablejobmixin", reason="ResumableJobMixin exists from Airflow 3.3")
 from airflow.sdk import ResumableJobMixin  # noqa: E402
 
 

@@ -14,6 +14,9 @@ pytest.importorskip("airflow.providers.databricks")
 from airflow.providers.databricks.hooks.databricks import DatabricksHook, RunState  # noqa: E402
 from airflow.providers.databricks.utils.databricks import extract_failed_task_errors  # noqa: E402
 
+from airflow.exceptions import AirflowException  # noqa: E402
+from tests.testing.helpers import api_status  # noqa: E402
+
 SUBMIT = {
     "run_name": "etl",
     "tasks": [
@@ -90,17 +93,15 @@ def test_idempotency_token_returns_the_existing_run(databricks_emulator, hook):
 
 
 def test_idempotency_token_longer_than_64_chars_is_refused(databricks_emulator, hook):
-    from airflow.providers.databricks.exceptions import DatabricksApiError
 
     assert hook.submit_run({**SUBMIT, "idempotency_token": "x" * 64})
-    with pytest.raises(DatabricksApiError) as err:
+    with pytest.raises(AirflowException) as err:
         hook.submit_run({**SUBMIT, "idempotency_token": "x" * 65})
-    assert err.value.http_status_code == 400 and "INVALID_PARAMETER_VALUE" in str(err.value)
+    assert api_status(err.value) == 400 and "INVALID_PARAMETER_VALUE" in str(err.value)
     assert len(databricks_emulator.ledger.submissions()) == 1
 
 
 def test_run_now_needs_a_known_job(databricks_emulator, hook):
-    from airflow.providers.databricks.exceptions import DatabricksApiError
 
     databricks_emulator.add_job(job_id=42, name="nightly", tasks=["a", "b"])
     run_id = hook.run_now({"job_id": 42, "notebook_params": {"d": "1"}, "idempotency_token": "rn"})
@@ -111,10 +112,10 @@ def test_run_now_needs_a_known_job(databricks_emulator, hook):
     assert [t["task_key"] for t in info["tasks"]] == ["a", "b"]
     assert [e.operation for e in databricks_emulator.ledger.submissions()] == ["run-now", "run-now"]
 
-    with pytest.raises(DatabricksApiError) as err:
+    with pytest.raises(AirflowException) as err:
         hook.run_now({"job_id": 7})
-    assert err.value.http_status_code == 400 and "Job 7 does not exist" in str(err.value)
-    with pytest.raises(DatabricksApiError):
+    assert api_status(err.value) == 400 and "Job 7 does not exist" in str(err.value)
+    with pytest.raises(AirflowException):
         hook.run_now({"notebook_params": {}})  # no job_id
 
 
@@ -236,7 +237,6 @@ def test_get_run_output_and_failed_task_errors(databricks_emulator, hook):
 
 
 def test_repair_run_and_latest_repair_id(databricks_emulator, hook):
-    from airflow.providers.databricks.exceptions import DatabricksApiError
 
     databricks_emulator.add_job(job_id=42, name="nightly")
     databricks_emulator.lifecycle = ["TERMINATED:FAILED"]
@@ -249,7 +249,7 @@ def test_repair_run_and_latest_repair_id(databricks_emulator, hook):
     assert [hook.get_run_state(run_id).life_cycle_state for _ in range(2)] == ["RUNNING", "TERMINATED"]
     assert hook.get_latest_repair_id(run_id) == repair_id
 
-    with pytest.raises(DatabricksApiError, match="latest_repair_id"):
+    with pytest.raises(AirflowException, match="latest_repair_id"):
         hook.repair_run({"run_id": run_id, "rerun_all_failed_tasks": True})  # must name the latest
     second = hook.repair_run({"run_id": run_id, "latest_repair_id": repair_id})
     assert second != repair_id
@@ -258,13 +258,12 @@ def test_repair_run_and_latest_repair_id(databricks_emulator, hook):
 
 
 def test_repair_of_an_active_run_is_refused(databricks_emulator, hook):
-    from airflow.providers.databricks.exceptions import DatabricksApiError
 
     databricks_emulator.lifecycle = ["RUNNING"]
     run_id = hook.submit_run(SUBMIT)
-    with pytest.raises(DatabricksApiError) as err:
+    with pytest.raises(AirflowException) as err:
         hook.repair_run({"run_id": run_id, "rerun_all_failed_tasks": True})
-    assert err.value.http_status_code == 400
+    assert api_status(err.value) == 400
 
 
 def test_update_job_merges_settings(databricks_emulator, hook):
@@ -275,12 +274,11 @@ def test_update_job_merges_settings(databricks_emulator, hook):
 
 
 def test_expired_run_answers_404_everywhere(databricks_emulator, hook):
-    from airflow.providers.databricks.exceptions import DatabricksApiError
 
     run_id = hook.submit_run({**SUBMIT, "idempotency_token": "tok"})
     databricks_emulator.expire(run_id)
     for call in (hook.get_run, hook.get_run_page_url, hook.get_run_output, hook.cancel_run):
-        with pytest.raises(DatabricksApiError) as err:
+        with pytest.raises(AirflowException) as err:
             call(run_id)
         assert err.value.http_status_code == 404, call
         assert "RESOURCE_DOES_NOT_EXIST" in str(err.value)
@@ -289,19 +287,17 @@ def test_expired_run_answers_404_everywhere(databricks_emulator, hook):
 
 
 def test_unknown_run_is_404(hook):
-    from airflow.providers.databricks.exceptions import DatabricksApiError
 
-    with pytest.raises(DatabricksApiError) as err:
+    with pytest.raises(AirflowException) as err:
         hook.get_run(123)
     assert err.value.http_status_code == 404
 
 
 def test_wrong_token_is_refused(databricks_emulator, monkeypatch):
-    from airflow.providers.databricks.exceptions import DatabricksApiError
 
     conn = json.loads(databricks_emulator.connection_uri())
     monkeypatch.setenv("AIRFLOW_CONN_BAD", json.dumps({**conn, "password": "wrong"}))
-    with pytest.raises(DatabricksApiError) as err:
+    with pytest.raises(AirflowException) as err:
         DatabricksHook("bad", retry_limit=1).submit_run(SUBMIT)
     assert err.value.http_status_code == 401
     assert databricks_emulator.ledger.entries == []
