@@ -361,3 +361,65 @@ def test_degrade_with_durable_false_on_this_airflow(case, emulator):
     assert outcome.state == "success"
     assert runner.store.calls == []
     assert len(case.submissions(emulator)) == 2
+
+
+# --------------------------------------------------------------------------- two tries at once
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_two_tries_deciding_at_once_share_one_job(case, emulator, deferrable):
+    """After a supervisor death an orphaned try can run beside the retry: the shared token dedupes."""
+    import threading
+
+    store = MemoryStateStore()
+    both_read = threading.Barrier(2, timeout=10)
+    real_get = store.get
+    first_reads: set[int] = set()
+
+    def get(key: str, default: Any = None) -> Any:
+        value = real_get(key, default)
+        me = threading.get_ident()
+        if me not in first_reads:  # each try's first read happens before either has written
+            first_reads.add(me)
+            both_read.wait()
+        return value
+
+    store.get = get  # type: ignore[method-assign]
+    runners = [TaskRunner(lambda: case.make(emulator, deferrable), store=store) for _ in range(2)]
+    for number, runner in enumerate(runners, start=1):
+        runner.ti.try_number = number - 1
+    threads = [threading.Thread(target=runner.run_try) for runner in runners]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert all(r.outcomes and r.outcomes[0].state == "success" for r in runners), [
+        r.outcomes[0].error for r in runners
+    ]
+    only_job(case, emulator)
+    assert len([e for e in emulator.ledger.entries if e.operation in ("runs/submit", "run-now")]) == 2
+
+
+def test_an_orphaned_try_finishing_late_does_not_touch_a_newer_job(case, emulator):
+    runner = runner_for(case, emulator, True)
+    runner.store.crash_when(record_state("submitted"), before=False)
+    assert runner.run_try().state == "crashed"
+    orphan = runner.last_operator  # try 1's process lives on
+    assert runner.run_try().state == "success"  # the retry reconnected and finished
+    first_run = only_job(case, emulator)
+    runner.clear()  # the user clears the task; its new try submits generation 2, then dies
+    runner.store.crash_when(record_state("submitted"), before=False)
+    assert runner.run_try().state == "crashed"
+    newer = dict(runner.store.data[case.external_id_key])
+    assert newer["generation"] == 2 and newer["external_id"] != first_run
+    # Now the orphan's completion for the first run arrives: it must not retire generation 2.
+    event = {
+        "run_id": first_run,
+        "run_page_url": "x",
+        "run_state": '{"life_cycle_state": "TERMINATED", "result_state": "SUCCESS", "state_message": ""}',
+        "repair_run": False,
+        "errors": [],
+    }
+    with pytest.raises(DurableEventError, match=str(newer["external_id"])):
+        orphan.execute_complete(runner.context(), event)
+    assert runner.store.data[case.external_id_key] == newer
+    assert runner.run_try().state == "success"  # and the next try reconnects to generation 2
+    assert len(case.submissions(emulator)) == 2
