@@ -12,22 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.systems import SYSTEMS, SystemCase
+from tests.conformance.systems import SystemCase
 from tests.harness import DURABLE, MemoryStateStore, TaskRunner
 
 PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
-
-
-@pytest.fixture(params=SYSTEMS, ids=[case.id for case in SYSTEMS])
-def case(request: pytest.FixtureRequest) -> SystemCase:
-    return request.param
-
-
-@pytest.fixture
-def emulator(case: SystemCase, request: pytest.FixtureRequest) -> Any:
-    emulator = request.getfixturevalue(case.emulator_fixture)
-    emulator.lifecycle = case.lifecycle()
-    return emulator
 
 
 def degraded_runner(case: SystemCase, emulator: Any, deferrable: bool) -> TaskRunner:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_durable.engine import DurableEventError, DurableStateError, DurableStatusError
-from tests.conformance.systems import SYSTEMS, SystemCase
+from tests.conformance.systems import SystemCase
 from tests.harness import DURABLE, MemoryStateStore, TaskRunner, record_state
 
 pytestmark = pytest.mark.skipif(
@@ -21,18 +21,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
-
-
-@pytest.fixture(params=SYSTEMS, ids=[case.id for case in SYSTEMS])
-def case(request: pytest.FixtureRequest) -> SystemCase:
-    return request.param
-
-
-@pytest.fixture
-def emulator(case: SystemCase, request: pytest.FixtureRequest) -> Any:
-    emulator = request.getfixturevalue(case.emulator_fixture)
-    emulator.lifecycle = case.lifecycle()
-    return emulator
 
 
 @pytest.fixture

@@ -1,0 +1,21 @@
+"""Fixtures of the conformance suite: one parametrized ``case`` per registered operator, and its emulator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conformance.systems import SYSTEMS, SystemCase
+
+
+@pytest.fixture(params=SYSTEMS, ids=[case.id for case in SYSTEMS])
+def case(request: pytest.FixtureRequest) -> SystemCase:
+    return request.param
+
+
+@pytest.fixture
+def emulator(case: SystemCase, request: pytest.FixtureRequest) -> Any:
+    emulator = request.getfixturevalue(case.emulator_fixture)
+    emulator.lifecycle = case.lifecycle()
+    return emulator
