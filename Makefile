@@ -26,7 +26,7 @@ MAIN := 3.3
 # Other matrix entries: lock requirements/airflow-<name>.txt, venv .venv-<name>
 MATRIX := 3.2 2.11 3.3-databricks-7.16
 
-PYTEST_ARGS ?= -ra --timeout=600
+PYTEST_ARGS ?= -ra --timeout=600 -n 2
 
 # Never let uv fetch a Python of its own: the machine's python3.11 is the one to use.
 export UV_PYTHON_DOWNLOADS := never

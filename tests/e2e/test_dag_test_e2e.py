@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import SUMMARIES
+from tests.e2e.conftest import record_summary
 from tests.harness import DURABLE
 
 pytestmark = pytest.mark.e2e
@@ -58,7 +58,7 @@ def run_scenario(env: dict[str, str], scenario: str, operator: str, sync: bool =
     lines = [line for line in done.stdout.splitlines() if line.startswith("E2E-SUMMARY ")]
     assert done.returncode == 0 and lines, (done.stdout[-3000:], done.stderr[-6000:])
     summary = json.loads(lines[-1].removeprefix("E2E-SUMMARY "))
-    SUMMARIES.append(summary)  # printed at the end of the run (tests/e2e/conftest.py)
+    record_summary(summary)  # printed at the end of the run (tests/e2e/conftest.py)
     return summary
 
 
