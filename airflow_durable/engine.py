@@ -216,7 +216,8 @@ class DurableJobEngine:
         return value
 
     # ------------------------------------------------------------------ entry points
-    def execute(self, context: Mapping[str, Any]) -> Any:
+    def execute(self, context: Mapping[str, Any], **_runner_kwargs: Any) -> Any:
+        # Airflow 2's task runner passes an ExecutorSafeguard sentinel keyword; it means nothing here.
         store = shims.get_task_state_store(context) if self.durable else None
         if self.durable and store is None:
             self.log.warning(

@@ -280,7 +280,7 @@ def test_expired_run_answers_404_everywhere(databricks_emulator, hook):
     for call in (hook.get_run, hook.get_run_page_url, hook.get_run_output, hook.cancel_run):
         with pytest.raises(AirflowException) as err:
             call(run_id)
-        assert err.value.http_status_code == 404, call
+        assert api_status(err.value) == 404, call
         assert "RESOURCE_DOES_NOT_EXIST" in str(err.value)
     # The history is gone, the token with it: the same token now makes a new run.
     assert hook.submit_run({**SUBMIT, "idempotency_token": "tok"}) != run_id
@@ -290,7 +290,7 @@ def test_unknown_run_is_404(hook):
 
     with pytest.raises(AirflowException) as err:
         hook.get_run(123)
-    assert err.value.http_status_code == 404
+    assert api_status(err.value) == 404
 
 
 def test_wrong_token_is_refused(databricks_emulator, monkeypatch):
@@ -299,7 +299,7 @@ def test_wrong_token_is_refused(databricks_emulator, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_BAD", json.dumps({**conn, "password": "wrong"}))
     with pytest.raises(AirflowException) as err:
         DatabricksHook("bad", retry_limit=1).submit_run(SUBMIT)
-    assert err.value.http_status_code == 401
+    assert api_status(err.value) == 401
     assert databricks_emulator.ledger.entries == []
 
 
