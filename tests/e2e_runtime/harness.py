@@ -1,0 +1,352 @@
+"""A real Airflow 3.x deployment for tests: api-server, scheduler, dag-processor, triggerer.
+
+LocalExecutor on SQLite in a throwaway ``AIRFLOW_HOME`` that the harness creates and removes. Every
+component starts in its own session (``setsid``) with an explicit environment; :meth:`Deployment.stop`
+always ends them: SIGTERM to each process group, SIGKILL after a grace period, then a sweep of any
+process that still carries this deployment's unique ``AIRFLOW_HOME`` (the task processes put
+themselves into their own process group, so killing the component groups alone would miss them).
+
+Nothing here imports Airflow: the components are driven through their CLI and the metadata DB is
+read with :mod:`sqlite3`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+VENV_BIN = Path(os.environ.get("AIRFLOW_DURABLE_RUNTIME_BIN", "/work/venvs/af33/bin"))
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+DAGS = Path(__file__).resolve().parent / "dags"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class DeploymentError(AssertionError):
+    """A component did not come up, or a bounded wait ran out; carries the component logs' tails."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _airflow_bin() -> str:
+    candidate = VENV_BIN / "airflow"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("airflow")
+    if found is None:
+        raise DeploymentError("no `airflow` executable found")
+    return found
+
+
+@dataclass
+class TaskInstanceRow:
+    id: str
+    state: str | None
+    try_number: int
+    next_method: str | None
+
+
+class Deployment:
+    """One real deployment. Use as a context manager, or call :meth:`start` / :meth:`stop`."""
+
+    def __init__(self, dags_folder: Path = DAGS, extra_env: Mapping[str, str] | None = None) -> None:
+        self.dags_folder = Path(dags_folder)
+        self.home = Path(tempfile.mkdtemp(prefix="afd-runtime-home-"))
+        self.logs = self.home / "component-logs"
+        self.logs.mkdir()
+        self.db_path = self.home / "airflow.db"
+        self.api_port = _free_port()
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.env = self._environment(extra_env or {})
+
+    # ------------------------------------------------------------------ environment
+    def _environment(self, extra: Mapping[str, str]) -> dict[str, str]:
+        # Inherit the basics (PATH, HOME, locale, the emulator's AIRFLOW_CONN_*), never the test
+        # process's own Airflow settings (tests/conftest.py points those at another home).
+        base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__") and k != "AIRFLOW_HOME"}
+        base.pop("PYTEST_CURRENT_TEST", None)
+        api = f"http://127.0.0.1:{self.api_port}"
+        env = {
+            **base,
+            "PATH": os.pathsep.join([str(VENV_BIN), base.get("PATH", "")]),
+            "PYTHONPATH": str(ROOT),
+            "PYTHONWARNINGS": "ignore",
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.db_path}",
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "3",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api}/execution/",
+            "AIRFLOW__API__BASE_URL": api,
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.api_port),
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
+            "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.5",
+            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
+            "AIRFLOW__OPENLINEAGE__DISABLED": "True",
+            "SCARF_ANALYTICS": "false",
+            "DO_NOT_TRACK": "1",
+        }
+        env.update(extra)
+        return env
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> Deployment:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, dag_ids: Iterable[str] = (), timeout: float = 90) -> Deployment:
+        deadline = time.monotonic() + timeout
+        done = self.cli("db", "migrate", timeout=max(10.0, deadline - time.monotonic()))
+        if done.returncode != 0:
+            raise DeploymentError(f"airflow db migrate failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+        for component in COMPONENTS:
+            log = open(self.logs / f"{component}.log", "wb")  # noqa: SIM115 - closed by the child's exit
+            try:
+                self.procs[component] = subprocess.Popen(
+                    [_airflow_bin(), component],
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.home,
+                    start_new_session=True,  # setsid: its own session and process group
+                )
+            finally:
+                log.close()
+        self.wait_for(self._healthy, deadline - time.monotonic(), "all components healthy")
+        wanted = set(dag_ids)
+        if wanted:
+            self.wait_for(
+                lambda: wanted <= self.serialized_dag_ids(),
+                deadline - time.monotonic(),
+                f"DAGs {sorted(wanted)} serialized",
+            )
+        return self
+
+    def stop(self, grace: float = 20.0) -> None:
+        """End every process of this deployment: SIGTERM, then SIGKILL after ``grace`` seconds."""
+        try:
+            for proc in self.procs.values():
+                self._signal_group(proc.pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            for proc in self.procs.values():
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            for proc in self.procs.values():
+                self._signal_group(proc.pid, signal.SIGKILL)
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+            # Task processes (setpgid in the supervisor) and anything reparented to init.
+            for _ in range(3):
+                strays = self.stray_pids()
+                if not strays:
+                    break
+                for pid in strays:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                time.sleep(0.3)
+        finally:
+            self.procs.clear()
+            if os.environ.get("AFD_RUNTIME_KEEP_HOME"):  # debugging: keep logs and DB
+                print(f"[runtime harness] kept AIRFLOW_HOME {self.home}")
+            else:
+                shutil.rmtree(self.home, ignore_errors=True)
+
+    @staticmethod
+    def _signal_group(pgid: int, sig: signal.Signals) -> None:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def stray_pids(self) -> list[int]:
+        """Live processes whose environment carries this deployment's (unique) AIRFLOW_HOME."""
+        marker = f"AIRFLOW_HOME={self.home}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            if "State:\tZ" in status:
+                continue
+            if marker in environ.split(b"\0"):
+                found.append(int(entry.name))
+        return found
+
+    # ------------------------------------------------------------------ health and waits
+    def _healthy(self) -> bool:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise DeploymentError(f"{name} exited with {proc.returncode}\n{self.log_tails()}")
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.api_port}/api/v2/monitor/health", timeout=2
+            ) as resp:
+                health = json.load(resp)
+        except (OSError, ValueError):
+            return False
+        statuses = [
+            (health.get(key) or {}).get("status")
+            for key in ("metadatabase", "scheduler", "triggerer", "dag_processor")
+        ]
+        return all(s == "healthy" for s in statuses)
+
+    def wait_for(
+        self, condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.5
+    ) -> Any:
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            value = condition()
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise DeploymentError(f"timed out after {timeout:.0f}s waiting for {what}\n{self.log_tails()}")
+            time.sleep(interval)
+
+    def log_tails(self, chars: int = 2500) -> str:
+        parts = []
+        for path in sorted(self.logs.glob("*.log")):
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            parts.append(f"----- {path.name} (tail) -----\n{text[-chars:]}")
+        return "\n".join(parts)
+
+    def task_logs(self, dag_id: str, chars: int = 6000) -> str:
+        parts = []
+        for path in sorted((self.home / "logs").glob(f"dag_id={dag_id}/**/*")):
+            if path.is_file():
+                parts.append(f"----- {path.relative_to(self.home)} -----\n{path.read_text(errors='replace')[-chars:]}")
+        return "\n".join(parts)
+
+    # ------------------------------------------------------------------ CLI and DB
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [_airflow_bin(), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.home,
+            start_new_session=True,
+        )
+
+    def trigger(self, dag_id: str, run_id: str) -> None:
+        done = self.cli("dags", "trigger", dag_id, "--run-id", run_id)
+        if done.returncode != 0:
+            raise DeploymentError(f"airflow dags trigger {dag_id} failed:\n{done.stdout}\n{done.stderr[-3000:]}")
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Read the metadata DB; retries while a component holds the write lock."""
+        if not self.db_path.exists():
+            return []
+        deadline = time.monotonic() + 15
+        while True:
+            conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=5)
+            try:
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as err:
+                if "no such table" in str(err):  # before `db migrate` created it
+                    return []
+                if "locked" not in str(err) or time.monotonic() > deadline:
+                    raise
+            finally:
+                conn.close()
+            time.sleep(0.2)
+
+    def serialized_dag_ids(self) -> set[str]:
+        return {row[0] for row in self.query("SELECT dag_id FROM serialized_dag")}
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> TaskInstanceRow | None:
+        rows = self.query(
+            "SELECT id, state, try_number, next_method FROM task_instance "
+            "WHERE dag_id=? AND run_id=? AND task_id=? AND map_index=-1",
+            (dag_id, run_id, task_id),
+        )
+        return TaskInstanceRow(*rows[0]) if rows else None
+
+    def try_history(self, dag_id: str, run_id: str, task_id: str) -> list[tuple[int, str]]:
+        """``(try_number, state)`` of the finished earlier tries, oldest first."""
+        return [
+            (int(t), s)
+            for t, s in self.query(
+                "SELECT try_number, state FROM task_instance_history "
+                "WHERE dag_id=? AND run_id=? AND task_id=? ORDER BY try_number",
+                (dag_id, run_id, task_id),
+            )
+        ]
+
+    def dag_run_state(self, dag_id: str, run_id: str) -> str | None:
+        rows = self.query("SELECT state FROM dag_run WHERE dag_id=? AND run_id=?", (dag_id, run_id))
+        return rows[0][0] if rows else None
+
+    def xcoms(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        rows = self.query(
+            "SELECT key, value FROM xcom WHERE dag_id=? AND run_id=? AND task_id=? AND map_index=-1",
+            (dag_id, run_id, task_id),
+        )
+        out: dict[str, Any] = {}
+        for key, value in rows:
+            if isinstance(value, bytes):
+                value = value.decode()
+            try:
+                out[key] = json.loads(value) if isinstance(value, str) else value
+            except ValueError:
+                out[key] = value
+        return out
+
+    def worker_pids(self, ti_id: str) -> list[int]:
+        """The supervisor and task process running ``ti_id`` (``airflow worker -- ... <ti_id>``)."""
+        wanted = ti_id.replace("-", "").lower()  # the DB stores the uuid without dashes
+        pids = []
+        for pid in self.stray_pids():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "worker" in cmdline and wanted in cmdline.replace("-", "").lower():
+                pids.append(pid)
+        return pids
