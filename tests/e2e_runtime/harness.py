@@ -19,6 +19,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -27,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-VENV_BIN = Path(os.environ.get("AIRFLOW_DURABLE_RUNTIME_BIN", "/work/venvs/af33/bin"))
+#: The components run from the test interpreter's own environment, so they are the Airflow under test.
+VENV_BIN = Path(os.environ.get("AIRFLOW_DURABLE_RUNTIME_BIN", Path(sys.executable).parent))
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 DAGS = Path(__file__).resolve().parent / "dags"
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +74,7 @@ class Deployment:
         self.db_path = self.home / "airflow.db"
         self.api_port = _free_port()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._sessions: list[int] = []  # component pids = their session ids, kept after stop()
         self.env = self._environment(extra_env or {})
 
     # ------------------------------------------------------------------ environment
@@ -117,7 +120,8 @@ class Deployment:
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Deployment:
         try:
-            self.start()
+            if not self.procs:
+                self.start()
         except BaseException:
             self.stop()
             raise
@@ -127,6 +131,8 @@ class Deployment:
         self.stop()
 
     def start(self, dag_ids: Iterable[str] = (), timeout: float = 90) -> Deployment:
+        if self.procs:
+            raise RuntimeError("this deployment is already started")
         deadline = time.monotonic() + timeout
         done = self.cli("db", "migrate", timeout=max(10.0, deadline - time.monotonic()))
         if done.returncode != 0:
@@ -143,6 +149,7 @@ class Deployment:
                     cwd=self.home,
                     start_new_session=True,  # setsid: its own session and process group
                 )
+                self._sessions.append(self.procs[component].pid)
             finally:
                 log.close()
         self.wait_for(self._healthy, deadline - time.monotonic(), "all components healthy")
@@ -158,6 +165,8 @@ class Deployment:
     def stop(self, grace: float = 20.0) -> None:
         """End every process of this deployment: SIGTERM, then SIGKILL after ``grace`` seconds."""
         try:
+            for pid in self.stray_pids():  # task processes sit in their own process group
+                self._signal(pid, signal.SIGTERM)
             for proc in self.procs.values():
                 self._signal_group(proc.pid, signal.SIGTERM)
             deadline = time.monotonic() + grace
@@ -172,16 +181,13 @@ class Deployment:
                     proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
-            # Task processes (setpgid in the supervisor) and anything reparented to init.
-            for _ in range(3):
+            # Anything left in the components' sessions, e.g. children reparented to init.
+            for _ in range(10):
                 strays = self.stray_pids()
                 if not strays:
                     break
                 for pid in strays:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                    self._signal(pid, signal.SIGKILL)
                 time.sleep(0.3)
         finally:
             self.procs.clear()
@@ -191,6 +197,13 @@ class Deployment:
                 shutil.rmtree(self.home, ignore_errors=True)
 
     @staticmethod
+    def _signal(pid: int, sig: signal.Signals) -> None:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    @staticmethod
     def _signal_group(pgid: int, sig: signal.Signals) -> None:
         try:
             os.killpg(pgid, sig)
@@ -198,20 +211,25 @@ class Deployment:
             pass
 
     def stray_pids(self) -> list[int]:
-        """Live processes whose environment carries this deployment's (unique) AIRFLOW_HOME."""
-        marker = f"AIRFLOW_HOME={self.home}".encode()
+        """Live (non-zombie) processes in the sessions of this deployment's components.
+
+        Every component is a session leader (``setsid``) and nothing below it starts a new session
+        (the task supervisor only ``setpgid``s its task process), so the session id finds them all,
+        also after they were reparented to init. Process titles and environments cannot be used:
+        ``setproctitle`` overwrites both.
+        """
+        sessions = set(self._sessions)
         found = []
         for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            if not entry.name.isdigit():
                 continue
             try:
-                environ = (entry / "environ").read_bytes()
-                status = (entry / "status").read_text()
+                stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            if "State:\tZ" in status:
-                continue
-            if marker in environ.split(b"\0"):
+            # "pid (comm) state ppid pgrp session ..." — comm may contain spaces and parentheses.
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[0] != "Z" and int(fields[3]) in sessions:
                 found.append(int(entry.name))
         return found
 
