@@ -17,7 +17,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         if "submissions" not in s:
             terminalreporter.write_line(f"{s['scenario']:<28} {s['seconds']:6.1f}s")
             continue
-        extra = {k: v for k, v in s.items() if k not in ("scenario", "operator", "submissions", "tries", "seconds")}
+        extra = {
+            k: v for k, v in s.items() if k not in ("scenario", "operator", "submissions", "tries", "seconds")
+        }
         terminalreporter.write_line(
             f"{s['scenario']:<28} {s['seconds']:6.1f}s {s['operator']:<8} submissions={s['submissions']} "
             f"tries={s['tries']} {extra or ''}"

@@ -251,16 +251,16 @@ class Deployment:
         ]
         return all(s == "healthy" for s in statuses)
 
-    def wait_for(
-        self, condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.5
-    ) -> Any:
+    def wait_for(self, condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             value = condition()
             if value:
                 return value
             if time.monotonic() >= deadline:
-                raise DeploymentError(f"timed out after {timeout:.0f}s waiting for {what}\n{self.log_tails()}")
+                raise DeploymentError(
+                    f"timed out after {timeout:.0f}s waiting for {what}\n{self.log_tails()}"
+                )
             time.sleep(interval)
 
     def log_tails(self, chars: int = 2500) -> str:
@@ -277,7 +277,9 @@ class Deployment:
         parts = []
         for path in sorted((self.home / "logs").glob(f"dag_id={dag_id}/**/*")):
             if path.is_file():
-                parts.append(f"----- {path.relative_to(self.home)} -----\n{path.read_text(errors='replace')[-chars:]}")
+                parts.append(
+                    f"----- {path.relative_to(self.home)} -----\n{path.read_text(errors='replace')[-chars:]}"
+                )
         return "\n".join(parts)
 
     # ------------------------------------------------------------------ CLI and DB
@@ -295,7 +297,9 @@ class Deployment:
     def trigger(self, dag_id: str, run_id: str) -> None:
         done = self.cli("dags", "trigger", dag_id, "--run-id", run_id)
         if done.returncode != 0:
-            raise DeploymentError(f"airflow dags trigger {dag_id} failed:\n{done.stdout}\n{done.stderr[-3000:]}")
+            raise DeploymentError(
+                f"airflow dags trigger {dag_id} failed:\n{done.stdout}\n{done.stderr[-3000:]}"
+            )
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Read the metadata DB; retries while a component holds the write lock."""
@@ -362,7 +366,9 @@ class Deployment:
         pids = []
         for pid in self.stray_pids():
             try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                cmdline = (
+                    Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                )
             except OSError:
                 continue
             if "worker" in cmdline and wanted in cmdline.replace("-", "").lower():

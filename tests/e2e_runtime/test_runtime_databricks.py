@@ -19,9 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-
 import airflow
+import pytest
 
 if int(airflow.__version__.split(".")[0]) < 3:
     pytest.skip("real-runtime harness is written for Airflow 3.x component CLI", allow_module_level=True)
@@ -123,7 +122,9 @@ class Scenario:
         return [e for e in self.dbx.ledger.submissions() if e.payload.get("run_name") == self.dag_id]
 
     def runs(self) -> list[Any]:
-        return sorted((r for r in list(self.dbx.runs.values()) if r.run_name == self.dag_id), key=lambda r: r.run_id)
+        return sorted(
+            (r for r in list(self.dbx.runs.values()) if r.run_name == self.dag_id), key=lambda r: r.run_id
+        )
 
     # -- Airflow's view
     def trigger(self) -> None:
@@ -150,7 +151,12 @@ class Scenario:
 
     def wait_deferred(self, try_number: int) -> Any:
         return self.wait(
-            lambda: (ti := self.ti()) is not None and ti.try_number == try_number and ti.state == "deferred" and ti,
+            lambda: (
+                (ti := self.ti()) is not None
+                and ti.try_number == try_number
+                and ti.state == "deferred"
+                and ti
+            ),
             f"try {try_number} deferred",
         )
 
@@ -173,6 +179,14 @@ class Scenario:
             "the DAG run to end",
         )
 
+    def attempt_log(self, try_number: int) -> str:
+        """The task log of one try (worker part only, not the trigger's)."""
+        root = (
+            self.dep.home / "logs" / f"dag_id={self.dag_id}" / f"run_id={self.run_id}" / f"task_id={TASK_ID}"
+        )
+        path = root / f"attempt={try_number}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
     def record(self, operator: str, **extra: Any) -> dict[str, Any]:
         ti = self.ti()
         summary = {
@@ -185,6 +199,15 @@ class Scenario:
         }
         SUMMARIES.append(summary)
         return summary
+
+
+def _assert_retry_reconnected(sc: Scenario, run: Any) -> None:
+    """The engine's decision, as logged by try 2: reconnect to the run, no submit."""
+    if not shims.DURABLE_RUNTIME:
+        return
+    log = sc.attempt_log(2)
+    assert "[reconnect]" in log and f"job {run.run_id} is still" in log, log[-3000:]
+    assert "submitted job" not in log, log[-3000:]
 
 
 def _assert_success_with_xcoms(sc: Scenario, run: Any) -> None:
@@ -214,6 +237,7 @@ def test_trigger_error_then_retry_reconnects(deployment: Deployment, emulator: D
     summary = sc.record("durable")
     assert summary["submissions"] == DURABLE_EXPECTED, sc.submissions()
     _assert_success_with_xcoms(sc, run)
+    _assert_retry_reconnected(sc, run)
     assert len({e.token for e in sc.submissions()}) == 1
 
 
@@ -254,6 +278,7 @@ def test_trigger_5xx_beyond_retries_then_retry_reconnects(
     summary = sc.record("durable")
     assert summary["submissions"] == DURABLE_EXPECTED, sc.submissions()
     _assert_success_with_xcoms(sc, run)
+    _assert_retry_reconnected(sc, run)
 
 
 # --------------------------------------------------------------------------- (e) worker killed
@@ -265,8 +290,13 @@ def test_worker_killed_after_submit_then_retry_reconnects(
     scheduler detects the missing heartbeat, the retry reconnects: one submission, success."""
     sc = Scenario(deployment, emulator, "rt_durable_worker_killed")
     hold = emulator.faults.add(
-        method="GET", path_contains="jobs/runs/get", status=None, latency=25.0, times=1,
-        transport="sync", predicate=sc.owns,
+        method="GET",
+        path_contains="jobs/runs/get",
+        status=None,
+        latency=25.0,
+        times=1,
+        transport="sync",
+        predicate=sc.owns,
     )
     sc.trigger()
     sc.wait(lambda: len(sc.submissions()) == 1 and hold.hits == 1, "the submit, and the next call held")
@@ -287,3 +317,4 @@ def test_worker_killed_after_submit_then_retry_reconnects(
     summary = sc.record("durable", killed_pids=len(pids), retry_deferred_after_kill=round(detected_after, 1))
     assert summary["submissions"] == DURABLE_EXPECTED, sc.submissions()
     _assert_success_with_xcoms(sc, run)
+    _assert_retry_reconnected(sc, run)

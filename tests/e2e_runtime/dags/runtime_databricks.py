@@ -45,5 +45,8 @@ for _dag_id in DURABLE_DAGS + UPSTREAM_DAGS:
         catchup=False,
         tags=["airflow-durable", "runtime"],
     ) as _dag:
-        _task(DatabricksSubmitRunOperator if _dag_id in UPSTREAM_DAGS else DurableDatabricksSubmitRunOperator, _dag_id)
+        _task(
+            DatabricksSubmitRunOperator if _dag_id in UPSTREAM_DAGS else DurableDatabricksSubmitRunOperator,
+            _dag_id,
+        )
     globals()[_dag_id] = _dag
