@@ -15,3 +15,19 @@ os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_home}
 os.environ.setdefault("AIRFLOW__OPENLINEAGE__DISABLED", "True")
 os.environ.setdefault("SCARF_ANALYTICS", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def pytest_sessionstart(session):  # type: ignore[no-untyped-def]
+    from tests.reporting import REPORT
+
+    if not hasattr(session.config, "workerinput"):  # the controller, or a run without xdist
+        REPORT.unlink(missing_ok=True)
+
+
+def pytest_terminal_summary(terminalreporter):  # type: ignore[no-untyped-def]
+    from tests.reporting import sections
+
+    for title, lines in sections().items():
+        terminalreporter.section(title)
+        for line in sorted(lines):
+            terminalreporter.write_line(line)

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-SUMMARIES: list[dict[str, Any]] = []
+from tests.reporting import record
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not SUMMARIES:
-        return
-    import airflow
+class _Summaries:
+    """Scenario summaries, reported through ``tests.reporting`` so they survive xdist workers."""
 
-    terminalreporter.section(f"real-runtime scenarios (Airflow {airflow.__version__})")
-    for s in SUMMARIES:
+    def append(self, s: dict[str, Any]) -> None:
+        import airflow
+
+        section = f"real-runtime scenarios (Airflow {airflow.__version__})"
         if "submissions" not in s:
-            terminalreporter.write_line(f"{s['scenario']:<28} {s['seconds']:6.1f}s")
-            continue
-        extra = {
-            k: v for k, v in s.items() if k not in ("scenario", "operator", "submissions", "tries", "seconds")
-        }
-        terminalreporter.write_line(
+            record(section, f"{s['scenario']:<28} {s['seconds']:6.1f}s")
+            return
+        extra = {k: v for k, v in s.items() if k not in ("scenario", "operator", "submissions", "tries", "seconds")}
+        record(
+            section,
             f"{s['scenario']:<28} {s['seconds']:6.1f}s {s['operator']:<8} submissions={s['submissions']} "
-            f"tries={s['tries']} {extra or ''}"
+            f"tries={s['tries']} {extra or ''}",
         )
+
+
+SUMMARIES = _Summaries()
