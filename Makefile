@@ -41,7 +41,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # need newer). Without this, today's fastapi/svcs break Airflow 3.2.2's in-process execution
 # API under dag.test().
 ERA_3.2 := 2026-06-01T00:00:00Z
-UNCONSTRAIN_3.2 :=
+UNCONSTRAIN_3.2 := importlib-metadata
 ERA_2.11 := 2026-03-15T00:00:00Z
 UNCONSTRAIN_2.11 := aiohttp
 ERA_ENTRIES := 3.2 2.11

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import record_summary
-from tests.conformance.systems import upstream_run_now_broken
+from tests.conformance.cases.databricks import upstream_run_now_broken
 from tests.harness import DURABLE
 
 pytestmark = pytest.mark.e2e

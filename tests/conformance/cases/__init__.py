@@ -1,0 +1,1 @@
+"""One module per system; each exposes ``CASES: list[SystemCase]``."""
