@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,28 +79,6 @@ def test_every_durable_operator_has_an_example_dag():
     text = "\n".join(p.read_text() for p in EXAMPLE_DAGS.glob("durable_*.py"))
     missing = sorted(f"{name} ({module})" for name, module in classes.items() if name not in text)
     assert not missing, f"no example_dags/durable_*.py uses: {missing}"
-
-
-@pytest.fixture(scope="session")
-def examples_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    home = tmp_path_factory.mktemp("examples-airflow-home")
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(EXAMPLE_DAGS),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(EXAMPLE_DAGS)]),
-        "PYTHONWARNINGS": "ignore",
-    }
-    import airflow
-
-    command = ["db", "migrate"] if int(airflow.__version__.split(".")[0]) >= 3 else ["db", "init"]
-    done = subprocess.run(
-        [sys.executable, "-m", "airflow", *command], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return env
 
 
 @pytest.mark.e2e
