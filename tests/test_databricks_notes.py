@@ -84,3 +84,15 @@ def test_wait_for_termination_false_succeeds_on_submit_and_retires_the_record(
     (run,) = durable_ledger.submissions("databricks")
     assert databricks_emulator.run(run.external_id).state == "RUNNING"  # nobody waits for it
     assert runner.store.data["airflow_durable.databricks_submit_run"]["state"] == "done"
+
+
+def test_in_a_split_the_durable_submit_still_closes_the_window(databricks_emulator, durable_ledger):
+    """Submit half of a kept split (wait_for_termination=False): a crash before the id is stored does
+    not start a second run."""
+    databricks_emulator.lifecycle = ["RUNNING"]
+    runner = TaskRunner(lambda: _databricks_submit(databricks_emulator, False, wait_for_termination=False))
+    runner.store.crash_when(record_state("submitted"), before=True)
+    outcome = runner.run()
+    assert [o.state for o in runner.outcomes] == ["crashed", "success"]
+    (run,) = durable_ledger.submissions("databricks")
+    assert outcome.xcoms["run_id"] == run.external_id  # what the sensor downstream reads
