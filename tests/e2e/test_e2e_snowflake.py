@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import tests.conformance.systems  # noqa: F401  (before test_dag_test_e2e: it imports a case module)
 from tests.e2e.conftest import record_summary
 from tests.e2e.test_dag_test_e2e import ROOT, airflow_home  # noqa: F401  (the shared migrated home)
 from tests.harness import DURABLE
@@ -105,13 +106,3 @@ def test_upstream_submits_twice_in_the_same_scenario(summaries, path, scenario):
     assert summary["submissions"] == 2
     assert summary["retry_flags"] == [False, False]
 
-
-def test_the_example_dag_imports_cleanly():
-    import importlib.util
-
-    path = ROOT / "example_dags" / "durable_snowflake_sql_api.py"
-    spec = importlib.util.spec_from_file_location("durable_snowflake_sql_api_example", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert {t.task_id for t in module.dag.tasks} >= {"load_orders"}
