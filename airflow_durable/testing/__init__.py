@@ -22,6 +22,7 @@ from airflow_durable.testing._core import (
     Response,
 )
 from airflow_durable.testing.databricks import DatabricksEmulator, DatabricksRun
+from airflow_durable.testing.snowflake import SnowflakeEmulator, SnowflakeRequest, SnowflakeStatement
 
 __all__ = [
     "DatabricksEmulator",
@@ -35,4 +36,7 @@ __all__ = [
     "LoopbackServer",
     "Request",
     "Response",
+    "SnowflakeEmulator",
+    "SnowflakeRequest",
+    "SnowflakeStatement",
 ]

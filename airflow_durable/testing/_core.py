@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -395,8 +396,12 @@ class LoopbackServer:
         error_body: ErrorBody = _default_error_body,
         host: str = "127.0.0.1",
         port: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.name = name
+        #: Serve HTTPS with this (server-side) context instead of plain HTTP, for clients that
+        #: hard-code ``https://`` (see :mod:`airflow_durable.testing._tls`).
+        self.ssl_context = ssl_context
         self.faults = faults if faults is not None else FaultPlan()
         self.error_body = error_body
         self._bind = (host, port)
@@ -432,7 +437,8 @@ class LoopbackServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> LoopbackServer:
         if self._httpd is not None:
@@ -533,6 +539,29 @@ class _TrackingHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     owner: LoopbackServer
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        # TLS handshake on the handler thread (not in accept()), so one slow client cannot stall others.
+        context = self.owner.ssl_context
+        if context is None:
+            super().finish_request(request, client_address)
+            return
+        try:
+            wrapped = context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return  # a client that gave up or distrusts our test CA: nothing to serve
+        # wrap_socket detaches the raw socket: track the TLS one so stop() can close it.
+        with self.owner._conn_lock:
+            self.owner._connections.add(wrapped)
+        try:
+            super().finish_request(wrapped, client_address)
+        finally:
+            with self.owner._conn_lock:
+                self.owner._connections.discard(wrapped)
+            try:
+                wrapped.close()
+            except OSError:
+                pass
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.owner._conn_lock:

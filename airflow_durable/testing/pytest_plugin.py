@@ -14,6 +14,12 @@ Fixtures:
     with the ``databricks_default`` connection pointing at it (through ``monkeypatch``, so it is
     undone at teardown); stopped at teardown.
 
+``snowflake_emulator``
+    A started :class:`~airflow_durable.testing.SnowflakeEmulator` recording into ``durable_ledger``,
+    with the ``snowflake_default`` connection pointing at it and this process (and its child
+    processes, through the environment) routing ``*.snowflakecomputing.com`` to it over TLS with a
+    throwaway CA (all through ``monkeypatch``, undone at teardown); stopped at teardown.
+
 Example::
 
     from airflow.providers.databricks.hooks.databricks import DatabricksHook
@@ -36,7 +42,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from airflow_durable.testing import DatabricksEmulator, Ledger
+    from airflow_durable.testing import DatabricksEmulator, Ledger, SnowflakeEmulator
 
 
 @pytest.fixture
@@ -62,3 +68,18 @@ def databricks_emulator(
     # An exception inside the emulator is a bug in it, never a scripted fault: don't let it hide.
     if errors:
         raise AssertionError(f"the Databricks emulator raised while serving the test: {errors!r}")
+
+
+@pytest.fixture
+def snowflake_emulator(
+    durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[SnowflakeEmulator]:
+    """A running Snowflake SQL API emulator installed as the ``snowflake_default`` connection."""
+    from airflow_durable.testing.snowflake import SnowflakeEmulator
+
+    with SnowflakeEmulator(ledger=durable_ledger) as emulator:
+        emulator.install_connection(monkeypatch.setenv, conn_id="snowflake_default")
+        yield emulator
+        errors = list(emulator.server.errors)
+    if errors:
+        raise AssertionError(f"the Snowflake emulator raised while serving the test: {errors!r}")

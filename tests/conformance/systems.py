@@ -39,6 +39,28 @@ class SystemCase:
     notimpl: dict[str, str] = field(default_factory=dict)
     #: Why the installed *provider* operator itself cannot run here (then every cell is skipped, saying so).
     upstream_broken: Callable[[], str | None] = lambda: None
+    # Optional vocabulary of systems that are not shaped like Databricks (the defaults are Databricks').
+    #: The XCom key that carries the external id, with the same value as the ledger's ``external_id``.
+    id_xcom: str = "run_id"
+    #: Ledger operations that are submit calls (replays included) and the cancel call.
+    submit_operations: frozenset[str] = frozenset({"runs/submit", "run-now"})
+    cancel_operation: str = "runs/cancel"
+    #: The HTTP status the "status API fails past the provider's retries" cells inject.
+    transient_status: int = 503
+    #: Text in the error of a deferred try whose trigger failed on the status API.
+    trigger_error_match: str = "trigger failed"
+    #: Replacements for the malformed-event cells, by cell id (a shape that is valid for this system).
+    malformed_events: dict[str, Any] = field(default_factory=dict)
+    #: ``foreign_event(real_event)`` → a well-formed event about another job (whose id contains 999999).
+    foreign_event: Callable[[Any], Any] = lambda event: {**event, "run_id": 999_999}
+    #: ``success_event(external_id)`` → the provider trigger's success event for that job.
+    success_event: Callable[[Any], Any] = lambda run_id: {
+        "run_id": run_id,
+        "run_page_url": "x",
+        "run_state": '{"life_cycle_state": "TERMINATED", "result_state": "SUCCESS", "state_message": ""}',
+        "repair_run": False,
+        "errors": [],
+    }
 
     def lifecycle(self, ending: str | None = None, active_reads: int = 6) -> list[str]:
         """A job that stays active for ``active_reads`` status reads, then ends (``succeeded`` by default).
@@ -52,7 +74,6 @@ class SystemCase:
 
     def tokens(self, emulator: Any) -> list[str]:
         return [entry.token for entry in self.submissions(emulator)]
-
 
 
 def _collect() -> list[SystemCase]:

@@ -44,7 +44,7 @@ def test_every_try_submits_fresh(case, emulator, deferrable):
     emulator.faults.add(
         method=method,
         path_contains=path,
-        status=503,
+        status=case.transient_status,
         times=case.status_errors_to_give_up,
         transport="async" if deferrable else "sync",
     )

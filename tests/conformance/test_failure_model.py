@@ -8,6 +8,7 @@ Below Airflow 3.3 the shim degrades to "submit fresh every try": those expectati
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -57,7 +58,7 @@ def test_fresh_submit_succeeds_with_provider_xcoms(case, emulator, deferrable):
     assert outcome.try_number == 1
     run_id = only_job(case, emulator)
     assert expected_xcoms(case, deferrable) <= set(outcome.xcoms)
-    assert outcome.xcoms["run_id"] == run_id
+    assert outcome.xcoms[case.id_xcom] == run_id
     assert outcome.result is None  # the provider operators return None
     assert outcome.deferrals == (1 if deferrable else 0)
     record = runner.store.data[case.external_id_key]
@@ -74,7 +75,7 @@ def test_worker_dies_after_submit_before_persist(case, emulator, deferrable):
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
     assert outcome.state == "success"
     only_job(case, emulator)
-    submit_calls = [e for e in emulator.ledger.entries if e.operation in ("runs/submit", "run-now")]
+    submit_calls = [e for e in emulator.ledger.entries if e.operation in case.submit_operations]
     assert len(submit_calls) == 2 and submit_calls[0].token == submit_calls[1].token
     assert [e.created for e in submit_calls] == [True, False]
 
@@ -87,7 +88,7 @@ def test_worker_dies_after_persist_before_waiting(case, emulator, deferrable):
     outcome = runner.run()
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
     run_id = only_job(case, emulator)
-    assert outcome.xcoms["run_id"] == run_id
+    assert outcome.xcoms[case.id_xcom] == run_id
     assert expected_xcoms(case, deferrable) <= set(outcome.xcoms)
     assert outcome.deferrals == (1 if deferrable else 0)  # a reconnect defers again, submitting nothing
 
@@ -97,12 +98,16 @@ def test_trigger_error_event_while_job_runs(case, emulator):
     emulator.lifecycle = case.lifecycle(active_reads=8)
     method, path = case.status_call
     emulator.faults.add(
-        method=method, path_contains=path, status=503, times=case.status_errors_to_give_up, transport="async"
+        method=method,
+        path_contains=path,
+        status=case.transient_status,
+        times=case.status_errors_to_give_up,
+        transport="async",
     )
     runner = runner_for(case, emulator, True)
     outcome = runner.run()
     assert [o.state for o in runner.outcomes] == ["failed", "success"]
-    assert "trigger failed" in str(runner.outcomes[0].error)
+    assert case.trigger_error_match in str(runner.outcomes[0].error)
     only_job(case, emulator)
     assert outcome.deferrals == 1
 
@@ -116,7 +121,7 @@ def test_worker_dies_in_execute_complete_after_success(case, emulator, before):
     run_id = only_job(case, emulator)
     assert outcome.deferrals == 0  # already succeeded: no new deferral
     assert case.xcoms_deferrable <= set(outcome.xcoms)
-    assert outcome.xcoms["run_id"] == run_id
+    assert outcome.xcoms[case.id_xcom] == run_id
 
 
 def test_sync_worker_dies_after_success_before_airflow_records_it(case, emulator):
@@ -243,7 +248,7 @@ def test_id_write_fails_cancels_the_job_just_submitted(case, emulator, deferrabl
     assert isinstance(outcome.error, DurableStateError)
     run_id = only_job(case, emulator)
     assert emulator.run(run_id).state == case.cancelled  # no untracked running job
-    assert [e.operation for e in emulator.ledger.entries][-1] == "runs/cancel"
+    assert [e.operation for e in emulator.ledger.entries][-1] == case.cancel_operation
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
@@ -285,16 +290,18 @@ def test_unknown_status_fails_clearly_without_submitting(case, emulator, deferra
     assert len(case.submissions(emulator)) == 1
 
 
-@pytest.mark.parametrize(
-    "event",
-    [
-        pytest.param(None, id="none"),
-        pytest.param("done", id="string"),
-        pytest.param({"run_id": 1}, id="missing-fields"),
-        pytest.param({"status": "error", "message": "boom"}, id="error-shape"),
-    ],
-)
-def test_malformed_trigger_event_fails_clearly_and_the_retry_recovers(case, emulator, event):
+MALFORMED_EVENTS: dict[str, Any] = {
+    "none": None,
+    "string": "done",
+    "missing-fields": {"run_id": 1},
+    "error-shape": {"status": "error", "message": "boom"},
+}
+
+
+@pytest.mark.parametrize("event_name", list(MALFORMED_EVENTS))
+def test_malformed_trigger_event_fails_clearly_and_the_retry_recovers(case, emulator, event_name):
+    # A system for which one of these shapes is valid names its own malformed event for that cell.
+    event = case.malformed_events.get(event_name, MALFORMED_EVENTS[event_name])
     runner = runner_for(case, emulator, True)
     runner.event_filter = lambda real_event: event
     first = runner.run_try()
@@ -308,7 +315,7 @@ def test_malformed_trigger_event_fails_clearly_and_the_retry_recovers(case, emul
 
 def test_event_about_another_job_is_refused(case, emulator):
     runner = runner_for(case, emulator, True)
-    runner.event_filter = lambda real_event: {**real_event, "run_id": 999_999}
+    runner.event_filter = case.foreign_event
     outcome = runner.run_try()
     assert isinstance(outcome.error, DurableEventError)
     assert "999999" in str(outcome.error)
@@ -344,7 +351,13 @@ def test_degrade_with_durable_false_on_this_airflow(case, emulator):
     """``durable=False`` is the degraded contract on any Airflow: no store access, every try submits."""
     runner = TaskRunner(lambda: case.make(emulator, True, durable=False), store=MemoryStateStore())
     method, path = case.status_call
-    emulator.faults.add(method=method, path_contains=path, status=503, times=case.status_errors_to_give_up, transport="async")
+    emulator.faults.add(
+        method=method,
+        path_contains=path,
+        status=case.transient_status,
+        times=case.status_errors_to_give_up,
+        transport="async",
+    )
     outcome = runner.run()
     assert outcome.state == "success"
     assert runner.store.calls == []
@@ -383,7 +396,7 @@ def test_two_tries_deciding_at_once_share_one_job(case, emulator, deferrable):
         r.outcomes[0].error for r in runners
     ]
     only_job(case, emulator)
-    assert len([e for e in emulator.ledger.entries if e.operation in ("runs/submit", "run-now")]) == 2
+    assert len([e for e in emulator.ledger.entries if e.operation in case.submit_operations]) == 2
 
 
 def test_an_orphaned_try_finishing_late_does_not_touch_a_newer_job(case, emulator):
@@ -399,14 +412,8 @@ def test_an_orphaned_try_finishing_late_does_not_touch_a_newer_job(case, emulato
     newer = dict(runner.store.data[case.external_id_key])
     assert newer["generation"] == 2 and newer["external_id"] != first_run
     # Now the orphan's completion for the first run arrives: it must not retire generation 2.
-    event = {
-        "run_id": first_run,
-        "run_page_url": "x",
-        "run_state": '{"life_cycle_state": "TERMINATED", "result_state": "SUCCESS", "state_message": ""}',
-        "repair_run": False,
-        "errors": [],
-    }
-    with pytest.raises(DurableEventError, match=str(newer["external_id"])):
+    event = case.success_event(first_run)
+    with pytest.raises(DurableEventError, match=re.escape(str(newer["external_id"]))):
         orphan.execute_complete(runner.context(), event)
     assert runner.store.data[case.external_id_key] == newer
     assert runner.run_try().state == "success"  # and the next try reconnects to generation 2
