@@ -75,7 +75,7 @@ define ENV_template
 $(call venv_of,$(1))/.synced: requirements/airflow-$(1).txt pyproject.toml | $(UV)
 	@echo ">> syncing $(call venv_of,$(1)) from requirements/airflow-$(1).txt"
 	@test -x $(call venv_of,$(1))/bin/python || $(UV) venv --quiet --python "$(PYTHON)" $(call venv_of,$(1))
-	$(UV) pip sync --python $(call venv_of,$(1))/bin/python --require-hashes requirements/airflow-$(1).txt
+	$(UV) pip sync --compile-bytecode --python $(call venv_of,$(1))/bin/python --require-hashes requirements/airflow-$(1).txt
 	$(UV) pip install --python $(call venv_of,$(1))/bin/python --no-deps --no-build-isolation -e .
 	@touch $$@
 
