@@ -39,13 +39,35 @@ class SystemCase:
     notimpl: dict[str, str] = field(default_factory=dict)
     #: Why the installed *provider* operator itself cannot run here (then every cell is skipped, saying so).
     upstream_broken: Callable[[], str | None] = lambda: None
+    # Optional fields for systems that differ from Databricks (their defaults are Databricks').
+    #: The state a new job starts in (first state of :meth:`lifecycle`).
+    initial: str = "PENDING"
+    #: The XCom key that holds the external id.
+    id_xcom: str = "run_id"
+    #: The provider operator's return value for a successful job with this id.
+    expected_result: Callable[[Any], Any] = lambda external_id: None
+    #: Ledger operations that are submit calls (created or idempotent replays).
+    submit_operations: frozenset[str] = frozenset({"runs/submit", "run-now"})
+    #: How the submit→persist window is closed: ``"idempotency"`` (the system dedupes a resubmission
+    #: with the same token) or ``"lookup"`` (the retry finds the job by its token and does not submit).
+    window_closed_by: str = "idempotency"
+    #: Text the failed try's error contains when the trigger gives up on status errors.
+    trigger_error_match: str = "trigger failed"
+    #: ``success_event(external_id)`` → the provider trigger's success event for that job.
+    success_event: Callable[[Any], dict[str, Any]] = lambda external_id: {
+        "run_id": external_id,
+        "run_page_url": "x",
+        "run_state": '{"life_cycle_state": "TERMINATED", "result_state": "SUCCESS", "state_message": ""}',
+        "repair_run": False,
+        "errors": [],
+    }
 
     def lifecycle(self, ending: str | None = None, active_reads: int = 6) -> list[str]:
         """A job that stays active for ``active_reads`` status reads, then ends (``succeeded`` by default).
 
         Status reads include the provider's own pre-deferral checks, so keep a few to spare.
         """
-        return ["PENDING"] + [self.running] * active_reads + [ending or self.succeeded]
+        return [self.initial] + [self.running] * active_reads + [ending or self.succeeded]
 
     def submissions(self, emulator: Any) -> list[Any]:
         return emulator.ledger.submissions()
