@@ -80,7 +80,7 @@ def cause_with_token(reason: str | None, token: str, limit: int = DBT_CAUSE_MAX_
 
 
 def tokens_in(cause: str | None) -> set[str]:
-    """Every airflow-durable token a run's cause carries (whole tokens only: ``-g1`` never matches ``-g12``)."""
+    """Every airflow-durable token in a run's cause (whole tokens: ``-g1`` never matches ``-g12``)."""
     return set(_TOKEN_RE.findall(cause or ""))
 
 
@@ -155,16 +155,19 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         self._durable_prepare(context)
         page, offset = 100, 0
         while offset < self.durable_lookup_runs:
-            runs = self.hook.get_job_runs(
-                account_id=self.account_id,
-                payload={
-                    "job_definition_id": self.job_id,
-                    "order_by": "-created_at",
-                    "limit": page,
-                    "offset": offset,
-                    "include_related": ["trigger"],
-                },
-            ).json()["data"] or []
+            runs = (
+                self.hook.get_job_runs(
+                    account_id=self.account_id,
+                    payload={
+                        "job_definition_id": self.job_id,
+                        "order_by": "-created_at",
+                        "limit": page,
+                        "offset": offset,
+                        "include_related": ["trigger"],
+                    },
+                ).json()["data"]
+                or []
+            )
             for run in runs:
                 if token.text in tokens_in((run.get("trigger") or {}).get("cause")):
                     run_id = self.durable_parse_id(run.get("id"))

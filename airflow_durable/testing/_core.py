@@ -675,14 +675,16 @@ class LoopbackCA:
     (child processes started afterwards read the variables themselves).
     """
 
-    def __init__(self, common_name: str = "airflow-durable emulator CA", *, system_roots: bool = False) -> None:
+    def __init__(
+        self, common_name: str = "airflow-durable emulator CA", *, system_roots: bool = False
+    ) -> None:
+        import datetime as dt
+        import ipaddress
+
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import NameOID
-
-        import datetime as dt
-        import ipaddress
 
         self.directory = tempfile.mkdtemp(prefix="airflow-durable-ca-")
         now = dt.datetime.now(dt.timezone.utc)

@@ -36,7 +36,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_durable.testing._core import (
@@ -78,7 +78,9 @@ def status_code(state: str) -> int:
     try:
         return int(state)
     except ValueError:
-        raise ValueError(f"not a dbt Cloud run status: {state!r} (use {sorted(STATUS_CODES)} or a number)") from None
+        raise ValueError(
+            f"not a dbt Cloud run status: {state!r} (use {sorted(STATUS_CODES)} or a number)"
+        ) from None
 
 
 def _error(status: int, message: str) -> EmulatorError:
@@ -316,7 +318,9 @@ class DbtCloudEmulator:
             try:
                 return self.runs[int(run_id)]
             except KeyError:
-                raise KeyError(f"the dbt Cloud emulator has no run {run_id!r}; runs: {sorted(self.runs)}") from None
+                raise KeyError(
+                    f"the dbt Cloud emulator has no run {run_id!r}; runs: {sorted(self.runs)}"
+                ) from None
 
     def script(self, run_id: int, states: Sequence[str]) -> None:
         """Replace a run's remaining state script."""
@@ -505,7 +509,10 @@ class DbtCloudEmulator:
         jobs = [j.to_json(self.account_id) for j in sorted(self.jobs.values(), key=lambda j: j.id)]
         return _ok(
             jobs,
-            {"filters": {"limit": MAX_LIMIT, "offset": 0}, "pagination": {"count": len(jobs), "total_count": len(jobs)}},
+            {
+                "filters": {"limit": MAX_LIMIT, "offset": 0},
+                "pagination": {"count": len(jobs), "total_count": len(jobs)},
+            },
         )
 
     def _get_job(self, request: Request) -> dict[str, Any]:
@@ -528,7 +535,11 @@ class DbtCloudEmulator:
         latest = max(runs, key=lambda r: r.created_at) if runs else None
         if latest is not None and latest.state == "ERROR":
             run = self._create_run(
-                job, "jobs/rerun", f"Retry of run {latest.id} from the point of failure", {}, rerun_of=latest.id
+                job,
+                "jobs/rerun",
+                f"Retry of run {latest.id} from the point of failure",
+                {},
+                rerun_of=latest.id,
             )
         else:
             run = self._create_run(job, "jobs/rerun", "Triggered via API", {})
