@@ -108,9 +108,8 @@ def main() -> int:
 
 
 def _tries(dag_id: str, run_id: str) -> list[dict[str, Any]]:
-    from sqlalchemy import text
-
     from airflow.settings import Session
+    from sqlalchemy import text
 
     with Session() as session:
         rows = session.execute(
@@ -125,9 +124,8 @@ def _tries(dag_id: str, run_id: str) -> list[dict[str, Any]]:
 
 
 def _xcoms(dag_id: str, run_id: str) -> dict[str, Any]:
-    from sqlalchemy import text
-
     from airflow.settings import Session
+    from sqlalchemy import text
 
     with Session() as session:
         rows = session.execute(
