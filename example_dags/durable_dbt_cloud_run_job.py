@@ -1,14 +1,15 @@
-"""Example: trigger a dbt Cloud job durably — a retry rejoins the run instead of starting another.
+"""Trigger a dbt Cloud job and wait for its run in one durable task.
 
-Connection ``dbt_cloud_default`` (login = account id, password = API token, host = tenant). To run it
-offline against the emulator::
+``DurableDbtCloudRunJobOperator`` takes the same arguments as the provider's ``DbtCloudRunJobOperator``.
+dbt Cloud has no idempotency key, so the run's cause carries a token after your ``trigger_reason``
+(``"Nightly models for 2026-12-02 [afd-…-g1]"``): the run id goes to the task state store before
+waiting, and a try that died between triggering and storing finds its run by that token. A retry
+(worker crash, trigger error, lost deferral) reconnects to the same run instead of starting another;
+a retry after the run already succeeded returns its id without triggering.
 
-    from airflow_durable.testing import DbtCloudEmulator
-
-    with DbtCloudEmulator() as dbt:
-        dbt.add_job(job_id=42)
-        dbt.install_connection()  # AIRFLOW_CONN_DBT_CLOUD_DEFAULT + the emulator's CA variables
-        dag.test()
+Connection: ``dbt_cloud_default`` (login = account id, password = API token, host = tenant). Runs
+offline against ``airflow_durable.testing.DbtCloudEmulator`` (see ``tests/examples``). On Airflow < 3.3
+it still works as one task; each try then triggers a fresh run, as upstream.
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ with DAG(
     catchup=False,
     tags=["airflow-durable", "example", "dbt-cloud"],
 ) as dag:
-    # Same arguments as DbtCloudRunJobOperator. The run's cause becomes
-    # "Nightly models for {{ ds }} [afd-…-g1]": the suffix is how a retry finds its own run.
     run_job = DurableDbtCloudRunJobOperator(
         task_id="run_job",
         job_id=42,

@@ -9,7 +9,6 @@ behaviour, and the expectations say so.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -25,7 +24,6 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGS = Path(__file__).parent / "dags"
-EXAMPLE = ROOT / "example_dags" / "durable_dbt_cloud_run_job.py"
 
 
 @pytest.fixture(scope="session")
@@ -98,13 +96,3 @@ def test_upstream_dbt_cloud_run_job_in_the_same_scenarios(dbt_airflow_home):
     for summary in summaries.values():
         assert_provider_result(summary)
         assert summary["submissions"] == 2
-
-
-def test_the_example_dag_imports_cleanly():
-    spec = importlib.util.spec_from_file_location("durable_dbt_cloud_run_job", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    task = module.dag.get_task("run_job")
-    assert type(task).__name__ == "DurableDbtCloudRunJobOperator"
-    assert task.trigger_reason == "Nightly models for {{ ds }}" and task.deferrable is True
