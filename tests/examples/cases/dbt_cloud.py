@@ -1,4 +1,4 @@
-"""dbt Cloud example DAG against one :class:`~airflow_durable.testing.DbtCloudEmulator` (HTTPS on loopback)."""
+"""dbt Cloud example DAG against one :class:`~airflow_durable.testing.DbtCloudEmulator` (loopback HTTPS)."""
 
 from __future__ import annotations
 
