@@ -132,7 +132,16 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
 
     def _href(self, run_id: int) -> str | None:
         if run_id not in self._durable_hrefs:
-            data = self.hook.get_job_run(run_id=run_id, account_id=self.account_id).json()["data"]
+            try:
+                data = self.hook.get_job_run(run_id=run_id, account_id=self.account_id).json()["data"]
+            except Exception as err:
+                if not str(err).startswith("404"):
+                    raise  # transient: fail the try, the next one asks again
+                # The run's history is gone: the run id is still the result, the link has nothing to show.
+                self.log.warning(
+                    "task %s: run %s is no longer known to dbt Cloud; no job_run_url", self.task_id, run_id
+                )
+                data = {}
             self._durable_hrefs[run_id] = data.get("href")
         return self._durable_hrefs[run_id]
 

@@ -230,3 +230,34 @@ def test_retry_from_failure_window_stays_open_for_a_rerun(dbt):
     assert runner.run_try().state == "crashed"
     assert runner.run_try().state == "success"
     assert [e.operation for e in dbt.ledger.submissions()] == ["jobs/run", "jobs/rerun", "jobs/run"]
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_already_succeeded_with_the_run_history_gone_still_returns_the_run_id(dbt, deferrable):
+    """A crash after the completion was recorded; the retry cannot read the run any more (404)."""
+    runner = runner_for(dbt, deferrable)
+    runner.store.crash_when(record_state("done"), before=False)
+    assert runner.run_try().state == "crashed"
+    (entry,) = dbt.ledger.submissions()
+    dbt.expire(entry.external_id)
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert outcome.result == outcome.xcoms["job_run_id"] == entry.external_id
+    assert outcome.xcoms["job_run_url"] is None
+    assert len(dbt.ledger.submissions()) == 1
+
+
+def test_execution_timeout_event_cancels_the_run_and_the_retry_starts_a_new_generation(dbt):
+    """The provider's ``timeout`` event (execution_timeout passed) cancels the run, as upstream."""
+    dbt.lifecycle = ["RUNNING"]
+    runner = runner_for(dbt, True)
+    runner.event_filter = lambda event: {**event, "status": "timeout", "message": "timed out"}
+    dbt.faults.add(method="GET", path_contains="/runs/300", status=503, times=1, transport="async")
+    first = runner.run_try()
+    assert first.state == "failed" and "timed out" in str(first.error)
+    (entry,) = dbt.ledger.submissions()
+    assert dbt.run(entry.external_id).state == "CANCELLED"
+    runner.event_filter = None
+    dbt.lifecycle = LIFECYCLE
+    assert runner.run_try().state == "success"
+    assert len(dbt.ledger.submissions()) == 2 and runner.store.data[KEY]["generation"] == 2
