@@ -17,22 +17,27 @@ from airflow_durable.testing._core import (
     Ledger,
     LedgerEntry,
     Lifecycle,
+    LoopbackCA,
     LoopbackServer,
     Request,
     Response,
 )
 from airflow_durable.testing.databricks import DatabricksEmulator, DatabricksRun
 from airflow_durable.testing.snowflake import SnowflakeEmulator, SnowflakeRequest, SnowflakeStatement
+from airflow_durable.testing.dbt_cloud import DbtCloudEmulator, DbtCloudRun
 
 __all__ = [
     "DatabricksEmulator",
     "DatabricksRun",
+    "DbtCloudEmulator",
+    "DbtCloudRun",
     "EmulatorError",
     "Fault",
     "FaultPlan",
     "Ledger",
     "LedgerEntry",
     "Lifecycle",
+    "LoopbackCA",
     "LoopbackServer",
     "Request",
     "Response",

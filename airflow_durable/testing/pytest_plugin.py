@@ -30,6 +30,11 @@ Example::
         ...  # run the DAG / operator under test, e.g. dag.test()
         assert len(durable_ledger.submissions("databricks")) == 1
 
+``dbt_cloud_emulator``
+    A started :class:`~airflow_durable.testing.DbtCloudEmulator` (HTTPS on loopback with a throwaway
+    CA) recording into ``durable_ledger``, with the ``dbt_cloud_default`` connection and the CA
+    variables (``REQUESTS_CA_BUNDLE``, ``SSL_CERT_FILE``) set through ``monkeypatch``; stopped at teardown.
+
 To use another connection id, install it yourself:
 ``databricks_emulator.install_connection(monkeypatch.setenv, conn_id="my_dbx")``.
 """
@@ -42,7 +47,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from airflow_durable.testing import DatabricksEmulator, Ledger, SnowflakeEmulator
+    from airflow_durable.testing import DatabricksEmulator, DbtCloudEmulator, Ledger, SnowflakeEmulator
 
 
 @pytest.fixture
@@ -83,3 +88,17 @@ def snowflake_emulator(
         errors = list(emulator.server.errors)
     if errors:
         raise AssertionError(f"the Snowflake emulator raised while serving the test: {errors!r}")
+
+
+@pytest.fixture
+def dbt_cloud_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[DbtCloudEmulator]:
+    """A running dbt Cloud v2 API emulator installed as the ``dbt_cloud_default`` connection."""
+    from airflow_durable.testing.dbt_cloud import DbtCloudEmulator
+
+    with DbtCloudEmulator(ledger=durable_ledger) as emulator:
+        emulator.install_connection(monkeypatch.setenv, conn_id="dbt_cloud_default")
+        yield emulator
+        assert emulator.server is not None
+        errors = list(emulator.server.errors)
+    if errors:
+        raise AssertionError(f"the dbt Cloud emulator raised while serving the test: {errors!r}")

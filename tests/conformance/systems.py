@@ -40,11 +40,18 @@ class SystemCase:
     #: Why the installed *provider* operator itself cannot run here (then every cell is skipped, saying so).
     upstream_broken: Callable[[], str | None] = lambda: None
     # Optional vocabulary of systems that are not shaped like Databricks (the defaults are Databricks').
+    #: The state a new job starts in (first state of :meth:`lifecycle`).
+    initial: str = "PENDING"
     #: The XCom key that carries the external id, with the same value as the ledger's ``external_id``.
     id_xcom: str = "run_id"
+    #: The provider operator's return value for a successful job with this id.
+    expected_result: Callable[[Any], Any] = lambda external_id: None
     #: Ledger operations that are submit calls (replays included) and the cancel call.
     submit_operations: frozenset[str] = frozenset({"runs/submit", "run-now"})
     cancel_operation: str = "runs/cancel"
+    #: How the submit→persist window is closed: ``"idempotency"`` (the system dedupes a resubmission
+    #: with the same token) or ``"lookup"`` (the retry finds the job by its token and does not submit).
+    window_closed_by: str = "idempotency"
     #: The HTTP status the "status API fails past the provider's retries" cells inject.
     transient_status: int = 503
     #: Text in the error of a deferred try whose trigger failed on the status API.
@@ -54,8 +61,8 @@ class SystemCase:
     #: ``foreign_event(real_event)`` → a well-formed event about another job (whose id contains 999999).
     foreign_event: Callable[[Any], Any] = lambda event: {**event, "run_id": 999_999}
     #: ``success_event(external_id)`` → the provider trigger's success event for that job.
-    success_event: Callable[[Any], Any] = lambda run_id: {
-        "run_id": run_id,
+    success_event: Callable[[Any], Any] = lambda external_id: {
+        "run_id": external_id,
         "run_page_url": "x",
         "run_state": '{"life_cycle_state": "TERMINATED", "result_state": "SUCCESS", "state_message": ""}',
         "repair_run": False,
@@ -67,7 +74,7 @@ class SystemCase:
 
         Status reads include the provider's own pre-deferral checks, so keep a few to spare.
         """
-        return ["PENDING"] + [self.running] * active_reads + [ending or self.succeeded]
+        return [self.initial] + [self.running] * active_reads + [ending or self.succeeded]
 
     def submissions(self, emulator: Any) -> list[Any]:
         return emulator.ledger.submissions()

@@ -59,7 +59,7 @@ def test_fresh_submit_succeeds_with_provider_xcoms(case, emulator, deferrable):
     run_id = only_job(case, emulator)
     assert expected_xcoms(case, deferrable) <= set(outcome.xcoms)
     assert outcome.xcoms[case.id_xcom] == run_id
-    assert outcome.result is None  # the provider operators return None
+    assert outcome.result == case.expected_result(run_id)  # the provider operator's return value
     assert outcome.deferrals == (1 if deferrable else 0)
     record = runner.store.data[case.external_id_key]
     assert record["state"] == "done" and record["external_id"] == run_id and record["generation"] == 1
@@ -68,16 +68,22 @@ def test_fresh_submit_succeeds_with_provider_xcoms(case, emulator, deferrable):
 # --------------------------------------------------------------------------- crashes
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_worker_dies_after_submit_before_persist(case, emulator, deferrable):
-    """The submit→persist window: the retry resubmits the same token and the system returns the same job."""
+    """The submit→persist window: the retry resubmits the same token and the system returns the same job,
+    or (systems without idempotency) finds the job by its token and submits nothing."""
     runner = runner_for(case, emulator, deferrable)
     runner.store.crash_when(record_state("submitted"), before=True)
     outcome = runner.run()
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
     assert outcome.state == "success"
-    only_job(case, emulator)
+    run_id = only_job(case, emulator)
     submit_calls = [e for e in emulator.ledger.entries if e.operation in case.submit_operations]
-    assert len(submit_calls) == 2 and submit_calls[0].token == submit_calls[1].token
-    assert [e.created for e in submit_calls] == [True, False]
+    if case.window_closed_by == "lookup":
+        assert len(submit_calls) == 1
+        assert outcome.xcoms[case.id_xcom] == run_id
+        assert outcome.result == case.expected_result(run_id)
+    else:
+        assert len(submit_calls) == 2 and submit_calls[0].token == submit_calls[1].token
+        assert [e.created for e in submit_calls] == [True, False]
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
@@ -89,6 +95,7 @@ def test_worker_dies_after_persist_before_waiting(case, emulator, deferrable):
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
     run_id = only_job(case, emulator)
     assert outcome.xcoms[case.id_xcom] == run_id
+    assert outcome.result == case.expected_result(run_id)
     assert expected_xcoms(case, deferrable) <= set(outcome.xcoms)
     assert outcome.deferrals == (1 if deferrable else 0)  # a reconnect defers again, submitting nothing
 
@@ -122,6 +129,7 @@ def test_worker_dies_in_execute_complete_after_success(case, emulator, before):
     assert outcome.deferrals == 0  # already succeeded: no new deferral
     assert case.xcoms_deferrable <= set(outcome.xcoms)
     assert outcome.xcoms[case.id_xcom] == run_id
+    assert outcome.result == case.expected_result(run_id)
 
 
 def test_sync_worker_dies_after_success_before_airflow_records_it(case, emulator):
@@ -129,8 +137,9 @@ def test_sync_worker_dies_after_success_before_airflow_records_it(case, emulator
     runner.store.crash_when(record_state("done"), before=False)
     outcome = runner.run()
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
-    only_job(case, emulator)
+    run_id = only_job(case, emulator)
     assert case.xcoms_sync <= set(outcome.xcoms)
+    assert outcome.result == case.expected_result(run_id)
 
 
 def test_triggerer_killed_mid_deferral(case, emulator):
@@ -392,6 +401,11 @@ def test_two_tries_deciding_at_once_share_one_job(case, emulator, deferrable):
         thread.start()
     for thread in threads:
         thread.join(60)
+    if gap := case.notimpl.get("two_tries_at_once"):
+        # The documented gap, verified: without an idempotency key both tries start a run.
+        assert len([e for e in emulator.ledger.entries if e.operation in case.submit_operations]) == 2
+        assert any(r.outcomes and r.outcomes[0].state == "success" for r in runners)
+        pytest.xfail(f"notimpl: {gap}")
     assert all(r.outcomes and r.outcomes[0].state == "success" for r in runners), [
         r.outcomes[0].error for r in runners
     ]
