@@ -1,0 +1,179 @@
+"""How the demo shows itself: progress while it runs, the side-by-side table, JSON, failures."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import IO, Any
+
+from rich.console import Console
+from rich.status import Status
+from rich.table import Table
+from rich.text import Text
+
+from airflow_durable.demo.runner import DemoResult, DemoStepError, SideResult
+
+__all__ = [
+    "PlainReporter",
+    "RichReporter",
+    "failure_json",
+    "print_failure",
+    "print_result",
+    "result_json",
+    "result_table",
+]
+
+#: Width used when stdout is not a terminal, so the table never wraps in a log or a README.
+PLAIN_WIDTH = 118
+
+
+class PlainReporter:
+    """Progress as plain lines (``[  12.3s] ...``): for logs, CI and pipes."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.t0 = time.monotonic()
+
+    def _line(self, text: str) -> None:
+        self.stream.write(f"[{time.monotonic() - self.t0:6.1f}s] {text}\n")
+        self.stream.flush()
+
+    def start(self, step: str) -> None:
+        self._line(f"{step} ...")
+
+    def done(self, step: str, seconds: float, detail: str = "") -> None:
+        self._line(f"{step}: done in {seconds:.1f}s" + (f" ({detail})" if detail else ""))
+
+    def failed(self, step: str, seconds: float) -> None:
+        self._line(f"{step}: FAILED after {seconds:.1f}s")
+
+    def note(self, text: str) -> None:
+        self._line(text)
+
+
+class RichReporter:
+    """Progress on a terminal: a spinner on the running step, a tick line per finished step."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.t0 = time.monotonic()
+        self._status: Status | None = None
+
+    def _stamp(self) -> str:
+        return f"[dim]{time.monotonic() - self.t0:6.1f}s[/dim]"
+
+    def start(self, step: str) -> None:
+        self._stop_status()
+        self._status = self.console.status(f"{step} ...", spinner="dots")
+        self._status.start()
+
+    def _stop_status(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def done(self, step: str, seconds: float, detail: str = "") -> None:
+        self._stop_status()
+        extra = f" [dim]({detail})[/dim]" if detail else ""
+        self.console.print(f"{self._stamp()} [green]✓[/green] {step} [dim]{seconds:.1f}s[/dim]{extra}")
+
+    def failed(self, step: str, seconds: float) -> None:
+        self._stop_status()
+        self.console.print(f"{self._stamp()} [red]✗ {step}[/red] [dim]after {seconds:.1f}s[/dim]")
+
+    def note(self, text: str) -> None:
+        self.console.print(f"{self._stamp()} [yellow]![/yellow] {text}")
+
+
+def _jobs(side: SideResult, noun: str) -> str:
+    count = side.submissions
+    ids = ", ".join(j.id for j in side.jobs)
+    label = f"{count} " + (f"({noun} {ids})" if ids else "")
+    return label.strip()
+
+
+def _tries(side: SideResult) -> str:
+    detail = ", ".join(f"{n}: {s}" for n, s in side.try_states)
+    return f"{side.tries} ({detail})" if detail else str(side.tries)
+
+
+def _state_text(state: str | None) -> Text:
+    return Text(str(state), style="green" if state == "success" else "red")
+
+
+def result_table(result: DemoResult) -> Table:
+    """The side-by-side table: upstream operator vs durable operator."""
+    table = Table(
+        title=(
+            f"{result.title}: try 1 SIGKILLed after it submitted its {result.job_noun}, Airflow retried "
+            f"(Airflow {result.airflow_version}, {result.operator_args})"
+        ),
+        title_justify="left",
+        show_lines=False,
+    )
+    up, du = result.upstream, result.durable
+    table.add_column("", style="bold")
+    table.add_column(f"upstream\n{up.operator}")
+    table.add_column(f"durable\n{du.operator}" + ("" if result.durable_runtime else "\n(degraded)"))
+    noun = result.job_noun
+    submissions_style = {True: "red", False: "green"}
+    table.add_row(
+        f"{noun}s submitted to the emulator",
+        Text(_jobs(up, noun), style=submissions_style[up.submissions > 1]),
+        Text(_jobs(du, noun), style=submissions_style[du.submissions > 1]),
+    )
+    table.add_row("try 2", up.retry_action, du.retry_action)
+    table.add_row("final task state", _state_text(up.final_state), _state_text(du.final_state))
+    table.add_row("tries", _tries(up), _tries(du))
+    table.add_row(
+        "kill → try 2 waiting on the job",
+        _seconds(up.recovery_seconds),
+        _seconds(du.recovery_seconds),
+    )
+    table.add_row("wall time (trigger → DAG run end)", _seconds(up.wall_seconds), _seconds(du.wall_seconds))
+    return table
+
+
+def _seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f} s"
+
+
+def print_result(result: DemoResult, console: Console) -> None:
+    """The table, the cost line, and where the kept home is."""
+    console.print(result_table(result))
+    console.print(result.cost_statement(), highlight=False)
+    if not result.durable_runtime:
+        console.print(
+            f"Note: Airflow {result.airflow_version} has no task_state_store (needs 3.3): the durable "
+            "operator degrades to submitting a fresh job on every try, like upstream.",
+            highlight=False,
+        )
+    if not result.as_expected:
+        console.print(
+            "[yellow]Unexpected outcome[/yellow]: see the table; rerun with --keep to inspect the logs.",
+            highlight=False,
+        )
+    console.print(f"Demo took {result.total_seconds:.0f} s.", highlight=False)
+    if result.airflow_home:
+        console.print(f"Kept AIRFLOW_HOME: {result.airflow_home}", highlight=False, soft_wrap=True)
+
+
+def result_json(result: DemoResult) -> str:
+    """The result for scripts, as one JSON document."""
+    return json.dumps(result.to_json(), indent=2)
+
+
+def failure_json(error: DemoStepError, system: str) -> str:
+    """A failed run for scripts: ``ok`` false, the step and the reason (logs go to stderr)."""
+    payload: dict[str, Any] = {"ok": False, "system": system, "step": error.step, "error": error.reason}
+    return json.dumps(payload, indent=2)
+
+
+def print_failure(error: DemoStepError, console: Console, log_chars: int = 30000) -> None:
+    """Which step failed, why, and the tail of the logs that show it."""
+    console.print(f"[red]airflow-durable demo failed at step:[/red] {error.step}", highlight=False)
+    console.print(f"reason: {error.reason}", highlight=False, markup=False)
+    if error.logs:
+        console.print("logs (tail):", highlight=False)
+        console.print(error.logs[-log_chars:], highlight=False, markup=False)
+    console.print("Rerun with --keep to keep the AIRFLOW_HOME for inspection.", highlight=False)
