@@ -50,29 +50,19 @@ def demo(
         raise typer.Exit(EXIT_USAGE) from None
 
     from airflow_durable.demo import render
-    from airflow_durable.demo.runner import DemoStepError, installed_airflow, run_demo
+    from airflow_durable.demo.runner import DemoStepError, airflow_version, run_demo
 
     err_console = Console(stderr=True, highlight=False)
     reporter: render.PlainReporter | render.RichReporter
     reporter = (
         render.RichReporter(err_console) if err_console.is_terminal else render.PlainReporter(sys.stderr)
     )
-    try:
-        version, durable_runtime = installed_airflow()
-    except ImportError as err:
-        error = DemoStepError("check the installation", f"cannot import Airflow: {err}")
-        _fail(error, chosen.name, as_json, err_console)
     reporter.note(
-        f"airflow-durable demo: {chosen.title} on Airflow {version}; "
+        f"airflow-durable demo: {chosen.title} on Airflow {airflow_version()}: "
         f"{chosen.upstream.operator} vs {chosen.durable.operator} ({chosen.operator_args})"
     )
-    if not durable_runtime:
-        reporter.note(
-            f"Airflow {version} has no task_state_store (needs 3.3): the durable side degrades to "
-            "submitting a fresh job on every try, like upstream. Running anyway."
-        )
     try:
-        result = run_demo(chosen, keep=keep, reporter=reporter, durable_runtime=durable_runtime)
+        result = run_demo(chosen, keep=keep, reporter=reporter)
     except DemoStepError as error:
         _fail(error, chosen.name, as_json, err_console)
     if as_json:

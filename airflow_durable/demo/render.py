@@ -104,12 +104,10 @@ def _state_text(state: str | None) -> Text:
 def result_table(result: DemoResult) -> Table:
     """The side-by-side table: upstream operator vs durable operator."""
     table = Table(
-        title=(
-            f"{result.title}: try 1 SIGKILLed after it submitted its {result.job_noun}, Airflow retried "
-            f"(Airflow {result.airflow_version}, {result.operator_args})"
-        ),
+        title=f"{result.title} on Airflow {result.airflow_version}: try 1 killed mid-job, Airflow retried",
         title_justify="left",
-        show_lines=False,
+        caption=f"both: {result.operator_args}; try 1 SIGKILLed after its {result.job_noun} started",
+        caption_justify="left",
     )
     up, du = result.upstream, result.durable
     table.add_column("", style="bold")
@@ -141,17 +139,19 @@ def _seconds(value: float | None) -> str:
 def print_result(result: DemoResult, console: Console) -> None:
     """The table, the cost line, and where the kept home is."""
     console.print(result_table(result))
-    console.print(result.cost_statement(), highlight=False)
+    console.print(result.cost_statement(), highlight=False, soft_wrap=True)
     if not result.durable_runtime:
         console.print(
             f"Note: Airflow {result.airflow_version} has no task_state_store (needs 3.3): the durable "
             "operator degrades to submitting a fresh job on every try, like upstream.",
             highlight=False,
+            soft_wrap=True,
         )
     if not result.as_expected:
         console.print(
             "[yellow]Unexpected outcome[/yellow]: see the table; rerun with --keep to inspect the logs.",
             highlight=False,
+            soft_wrap=True,
         )
     console.print(f"Demo took {result.total_seconds:.0f} s.", highlight=False)
     if result.airflow_home:
@@ -171,9 +171,12 @@ def failure_json(error: DemoStepError, system: str) -> str:
 
 def print_failure(error: DemoStepError, console: Console, log_chars: int = 30000) -> None:
     """Which step failed, why, and the tail of the logs that show it."""
-    console.print(f"[red]airflow-durable demo failed at step:[/red] {error.step}", highlight=False)
-    console.print(f"reason: {error.reason}", highlight=False, markup=False)
+    # soft_wrap: long reasons and log lines stay whole lines (greppable, copyable).
+    console.print(
+        f"[red]airflow-durable demo failed at step:[/red] {error.step}", highlight=False, soft_wrap=True
+    )
+    console.print(f"reason: {error.reason}", highlight=False, markup=False, soft_wrap=True)
     if error.logs:
         console.print("logs (tail):", highlight=False)
-        console.print(error.logs[-log_chars:], highlight=False, markup=False)
+        console.print(error.logs[-log_chars:], highlight=False, markup=False, soft_wrap=True)
     console.print("Rerun with --keep to keep the AIRFLOW_HOME for inspection.", highlight=False)

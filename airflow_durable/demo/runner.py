@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import importlib.util
+import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from airflow_durable.demo.deployment import Deployment, DeploymentError
+from airflow_durable.demo.deployment import Deployment, DeploymentError, venv_bin
 from airflow_durable.demo.systems import DemoBackend, DemoSystem, JobRun, Side
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "Reporter",
     "SideResult",
     "Timeouts",
+    "airflow_version",
     "run_demo",
 ]
 
@@ -223,25 +226,36 @@ class DemoResult:
         }
 
 
-def installed_airflow() -> tuple[str, bool]:
-    """``(version, durable runtime?)`` of the Airflow this interpreter imports.
+#: Run in the components' interpreter (not in the demo process, which never imports Airflow).
+_PROBE = """
+import importlib.metadata, importlib.util, json, sys
+out = {"version": importlib.metadata.version("apache-airflow")}
+from airflow_durable import shims
+out["durable_runtime"] = shims.DURABLE_RUNTIME
+out["airflow3"] = importlib.util.find_spec("airflow.api_fastapi") is not None
+out["provider"] = not sys.argv[1] or importlib.util.find_spec(sys.argv[1]) is not None
+print("AFD-PROBE " + json.dumps(out))
+"""
 
-    The durable-runtime answer comes from the shim (the only place that knows), so this imports Airflow.
-    """
-    from airflow_durable import shims
 
+def airflow_version() -> str:
+    """The installed ``apache-airflow`` version, from package metadata (imports nothing)."""
     try:
-        version = importlib.metadata.version("apache-airflow")
+        return importlib.metadata.version("apache-airflow")
     except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
-    return version, shims.DURABLE_RUNTIME
+        return "not installed"
 
 
 class _Run:
     """One demo run: the steps, in order, with the state they share."""
 
     def __init__(
-        self, system: DemoSystem, keep: bool, reporter: Reporter, timeouts: Timeouts, durable_runtime: bool
+        self,
+        system: DemoSystem,
+        keep: bool,
+        reporter: Reporter,
+        timeouts: Timeouts,
+        durable_runtime: bool | None,
     ) -> None:
         self.system = system
         self.keep = keep
@@ -257,6 +271,9 @@ class _Run:
         self.recovered_after: dict[str, float] = {}
         self.killed: dict[str, int] = {}
         self.steps: list[dict[str, Any]] = []
+        self.version = airflow_version()
+        self._migrating: ThreadPoolExecutor | None = None
+        self._migrate: Any = None
 
     # ------------------------------------------------------------------ step machinery
     @contextlib.contextmanager
@@ -356,19 +373,6 @@ class _Run:
 
     def prepare(self) -> None:
         system = self.system
-        with self.step("check the installation"):
-            if importlib.util.find_spec("airflow") is None:
-                raise DeploymentError("Airflow is not installed in this environment")
-            if importlib.util.find_spec("airflow.api_fastapi") is None:
-                raise DeploymentError(
-                    "the demo runs Airflow 3's components (api-server, dag-processor, triggerer); "
-                    "this Airflow has no api-server: install apache-airflow>=3.0"
-                )
-            provider = system.provider_module
-            if provider and importlib.util.find_spec(provider) is None:
-                raise DeploymentError(
-                    f"{provider} is not installed: pip install 'airflow-durable[{system.name}]'"
-                )
         with self.step(f"start the {system.title} emulator") as info:
             self.backend = system.start()
             for side in self.sides.values():
@@ -383,11 +387,71 @@ class _Run:
             shutil.copy(system.dag_file, self.dep.dags_folder / f"airflow_durable_demo_{system.name}.py")
             _write_env_file(self.dep)
             info["detail"] = str(self.dep.home)
+        dep = self.dep
+        with self.step("check the installation") as info:
+            # `db migrate` needs no answer from the check: run both at once, report them in order.
+            probe = self._start_probe()
+            self._migrating = ThreadPoolExecutor(max_workers=1)
+            self._migrate = self._migrating.submit(dep.migrate, timeout=self.timeouts.migrate)
+            found = self._read_probe(probe)
+            self.version = str(found["version"])
+            if not found["airflow3"]:
+                raise DeploymentError(
+                    f"the demo runs Airflow 3's components (api-server, dag-processor, triggerer); "
+                    f"Airflow {self.version} has no api-server: install apache-airflow>=3.0"
+                )
+            if not found["provider"]:
+                raise DeploymentError(
+                    f"{system.provider_module} is not installed: pip install 'airflow-durable[{system.name}]'"
+                )
+            if self.durable_runtime is None:
+                self.durable_runtime = bool(found["durable_runtime"])
+            info["detail"] = f"Airflow {self.version}" + (
+                ", durable runtime"
+                if self.durable_runtime
+                else ", no task_state_store: durable side degrades"
+            )
+        if not self.durable_runtime:
+            self.reporter.note(
+                f"Airflow {self.version} has no task_state_store (needs 3.3): the durable operator degrades "
+                "to submitting a fresh job on every try, like upstream. Running anyway."
+            )
+
+    def _start_probe(self) -> subprocess.Popen[str]:
+        assert self.dep is not None
+        python = venv_bin() / "python"
+        home = self.dep.home / "probe-home"  # its own home: it must not race `db migrate` on airflow.cfg
+        home.mkdir()
+        env = {**self.dep.env, "AIRFLOW_HOME": str(home)}
+        return subprocess.Popen(
+            [str(python) if python.exists() else sys.executable, "-c", _PROBE, self.system.provider_module],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def _read_probe(self, probe: subprocess.Popen[str]) -> dict[str, Any]:
+        try:
+            out, err = probe.communicate(timeout=self.timeouts.migrate)
+        except subprocess.TimeoutExpired:
+            probe.kill()
+            raise DeploymentError("importing Airflow in the components' interpreter did not finish") from None
+        for line in out.splitlines():
+            if line.startswith("AFD-PROBE "):
+                return dict(json.loads(line.removeprefix("AFD-PROBE ")))
+        raise DeploymentError(
+            f"the components' interpreter cannot import Airflow and airflow_durable "
+            f"(exit {probe.returncode})",
+            logs=f"----- {venv_bin()}/python (tail) -----\n{out[-2000:]}\n{err[-4000:]}",
+        )
 
     def start_airflow(self) -> None:
         assert self.dep is not None
         with self.step("airflow db migrate (SQLite)"):
-            self.dep.migrate(timeout=self.timeouts.migrate)
+            self._migrate.result()
         with self.step("start api-server, scheduler, dag-processor, triggerer"):
             self.dep.start_components()
             self.dep.wait_healthy(self.timeouts.healthy)
@@ -487,8 +551,8 @@ class _Run:
             job_noun=system.job_noun,
             cost_unit=system.cost_unit,
             operator_args=system.operator_args,
-            airflow_version=_airflow_version(),
-            durable_runtime=self.durable_runtime,
+            airflow_version=self.version,
+            durable_runtime=bool(self.durable_runtime),
             upstream=results["upstream"],
             durable=results["durable"],
             total_seconds=time.monotonic() - started,
@@ -520,6 +584,8 @@ class _Run:
         )
 
     def teardown(self) -> None:
+        if self._migrating is not None:  # a failed check: let `db migrate` end before removing its home
+            self._migrating.shutdown(wait=True)
         with contextlib.ExitStack() as stack:
             if self.backend is not None:
                 stack.callback(self.backend.stop)
@@ -527,13 +593,6 @@ class _Run:
                 dep = self.dep
                 with self.step("stop Airflow" + ("" if not self.keep else " (keeping AIRFLOW_HOME)")):
                     dep.stop(grace=self.timeouts.stop_grace)
-
-
-def _airflow_version() -> str:
-    try:
-        return importlib.metadata.version("apache-airflow")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _write_env_file(dep: Deployment) -> None:
@@ -559,10 +618,8 @@ def run_demo(
     :param keep: keep the temporary ``AIRFLOW_HOME`` (its path is in :attr:`DemoResult.airflow_home`).
     :param reporter: receives progress; silent if omitted.
     :param durable_runtime: whether this Airflow gives the durable operator its task state store
-        (asked from the shim if omitted; that imports Airflow).
+        (if omitted, the shim answers, in the components' interpreter).
     :raises DemoStepError: a step failed; it names the step and carries the logs that show why.
     """
-    if durable_runtime is None:
-        durable_runtime = installed_airflow()[1]
     run = _Run(system, keep, reporter or _Silent(), timeouts or Timeouts(), durable_runtime)
     return run.run()
