@@ -19,6 +19,7 @@ __all__ = [
     "failure_json",
     "print_failure",
     "print_result",
+    "result_heading",
     "result_json",
     "result_table",
 ]
@@ -82,18 +83,24 @@ class RichReporter:
         self.console.print(f"{self._stamp()} [red]✗ {step}[/red] [dim]after {seconds:.1f}s[/dim]")
 
     def note(self, text: str) -> None:
-        self.console.print(f"{self._stamp()} [yellow]![/yellow] {text}")
+        self.console.print(f"{self._stamp()} [yellow]•[/yellow] {text}")
 
 
-def _jobs(side: SideResult, noun: str) -> str:
-    count = side.submissions
+def _jobs(side: SideResult) -> str:
     ids = ", ".join(j.id for j in side.jobs)
-    label = f"{count} " + (f"({noun} {ids})" if ids else "")
-    return label.strip()
+    return f"{side.submissions} ({ids})" if ids else str(side.submissions)
+
+
+def _retry(side: SideResult, noun: str) -> str:
+    if side.tries < 2 or not side.jobs:
+        return "–"
+    if len(side.jobs) > 1:
+        return f"submitted {noun} {side.jobs[-1].id}"
+    return f"reconnected to {side.jobs[0].id}"
 
 
 def _tries(side: SideResult) -> str:
-    detail = ", ".join(f"{n}: {s}" for n, s in side.try_states)
+    detail = ", ".join(str(s) for _, s in side.try_states)
     return f"{side.tries} ({detail})" if detail else str(side.tries)
 
 
@@ -101,34 +108,35 @@ def _state_text(state: str | None) -> Text:
     return Text(str(state), style="green" if state == "success" else "red")
 
 
+def result_heading(result: DemoResult) -> list[str]:
+    """What ran: the system, the Airflow, and the two operators compared."""
+    degraded = "" if result.durable_runtime else "  (degraded below Airflow 3.3)"
+    return [
+        f"{result.title} on Airflow {result.airflow_version}: try 1 SIGKILLed after its {result.job_noun} "
+        "started, Airflow retried",
+        f"  upstream: {result.upstream.operator}({result.operator_args})",
+        f"  durable:  {result.durable.operator}({result.operator_args}){degraded}",
+    ]
+
+
 def result_table(result: DemoResult) -> Table:
-    """The side-by-side table: upstream operator vs durable operator."""
-    table = Table(
-        title=f"{result.title} on Airflow {result.airflow_version}: try 1 killed mid-job, Airflow retried",
-        title_justify="left",
-        caption=f"both: {result.operator_args}; try 1 SIGKILLed after its {result.job_noun} started",
-        caption_justify="left",
-    )
+    """The side-by-side table: upstream operator vs durable operator (fits 80 columns)."""
+    table = Table()
     up, du = result.upstream, result.durable
-    table.add_column("", style="bold")
-    table.add_column(f"upstream\n{up.operator}")
-    table.add_column(f"durable\n{du.operator}" + ("" if result.durable_runtime else "\n(degraded)"))
     noun = result.job_noun
-    submissions_style = {True: "red", False: "green"}
+    table.add_column("", style="bold", no_wrap=True)
+    table.add_column("upstream", no_wrap=True)
+    table.add_column("durable" if result.durable_runtime else "durable (degraded)", no_wrap=True)
     table.add_row(
-        f"{noun}s submitted to the emulator",
-        Text(_jobs(up, noun), style=submissions_style[up.submissions > 1]),
-        Text(_jobs(du, noun), style=submissions_style[du.submissions > 1]),
+        f"{noun}s submitted",
+        Text(_jobs(up), style="red" if up.submissions > 1 else "green"),
+        Text(_jobs(du), style="red" if du.submissions > 1 else "green"),
     )
-    table.add_row("try 2", up.retry_action, du.retry_action)
+    table.add_row("try 2", _retry(up, noun), _retry(du, noun))
     table.add_row("final task state", _state_text(up.final_state), _state_text(du.final_state))
     table.add_row("tries", _tries(up), _tries(du))
-    table.add_row(
-        "kill → try 2 waiting on the job",
-        _seconds(up.recovery_seconds),
-        _seconds(du.recovery_seconds),
-    )
-    table.add_row("wall time (trigger → DAG run end)", _seconds(up.wall_seconds), _seconds(du.wall_seconds))
+    table.add_row("kill → try 2 waiting", _seconds(up.recovery_seconds), _seconds(du.recovery_seconds))
+    table.add_row("wall time", _seconds(up.wall_seconds), _seconds(du.wall_seconds))
     return table
 
 
@@ -137,7 +145,9 @@ def _seconds(value: float | None) -> str:
 
 
 def print_result(result: DemoResult, console: Console) -> None:
-    """The table, the cost line, and where the kept home is."""
+    """The heading, the table, the cost line, and where the kept home is."""
+    for line in result_heading(result):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     console.print(result_table(result))
     console.print(result.cost_statement(), highlight=False, soft_wrap=True)
     if not result.durable_runtime:

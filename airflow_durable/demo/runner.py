@@ -133,10 +133,10 @@ class SideResult:
 
     @property
     def retry_action(self) -> str:
-        """What try 2 did, read from the emulator: a new job, or the same one again."""
+        """What try 2 did, read from the emulator: ``"submitted"`` a new job or ``"reconnected"``."""
         if self.tries < 2:
             return "no retry"
-        return "submitted a new job" if len(self.jobs) > 1 else "reconnected to the same job"
+        return "submitted" if len(self.jobs) > 1 else "reconnected"
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -189,20 +189,19 @@ class DemoResult:
         if not dups:
             return f"No duplicate {self.title} {noun} on the upstream side this time: nothing to compare."
         ids = ", ".join(j.id for j in dups)
-        plural = "s" if len(dups) > 1 else ""
-        first = self.upstream.jobs[0].id
+        many = len(dups) > 1
         durable_dups = len(self.durable.duplicate_jobs)
         durable_part = (
-            "durable: none."
+            "Durable: none."
             if durable_dups == 0
-            else f"durable: {durable_dups} too (degraded: Airflow {self.airflow_version} "
+            else f"Durable: {durable_dups} too (degraded: Airflow {self.airflow_version} "
             "has no task_state_store)."
         )
         return (
-            f"Cost of the difference: upstream ran {len(dups)} duplicate {self.title} {noun}{plural} "
-            f"({noun} {ids}, {self.duplicate_seconds:.1f} s here) while {noun} {first} went on untracked. "
-            f"At real job durations each crash like this costs one more full {noun}: a 1 h job means "
-            f"1 h of extra {self.cost_unit}; {durable_part}"
+            f"Cost: upstream ran {len(dups)} duplicate {self.title} {noun}{'s' if many else ''} ({ids}) "
+            f"next to {noun} {self.upstream.jobs[0].id}, which went on untracked; here "
+            f"{'they' if many else 'it'} ran {self.duplicate_seconds:.1f} s, with a real 1 h job it is "
+            f"{len(dups)} h of extra {self.cost_unit} per crash like this one. {durable_part}"
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -71,11 +71,11 @@ def test_demo_end_to_end_json() -> None:
         assert side["try_states"][0][0] == 1 and side["try_states"][-1] == [2, "success"], side
         assert side["killed_pids"] >= 1, side  # try 1 really was killed, not failed some other way
         assert all(job["state"] == "TERMINATED:SUCCESS" for job in side["jobs"]), side
-    assert up["retry_action"] == "submitted a new job"
+    assert up["retry_action"] == "submitted"
     if shims.DURABLE_RUNTIME:
-        assert du["retry_action"] == "reconnected to the same job"
+        assert du["retry_action"] == "reconnected"
         assert result["cost"]["duplicate_jobs"] == 1 and result["cost"]["duplicate_seconds"] > 0
-        assert "durable: none" in result["cost"]["statement"]
+        assert result["cost"]["statement"].endswith("Durable: none.")
     assert result["as_expected"] is True
     # The temporary AIRFLOW_HOME is gone.
     home = HOME_LINE.search(done.stderr)
@@ -136,30 +136,38 @@ def _rendered(result: DemoResult) -> str:
 
 def test_table_shows_both_sides_and_the_cost() -> None:
     text = _rendered(_result())
-    assert "upstream" in text and "DatabricksSubmitRunOperator" in text
-    assert "DurableDatabricksSubmitRunOperator" in text
-    assert "2 (run 1001, 1003)" in text and "1 (run 1002)" in text
-    assert "submitted a new job" in text and "reconnected to the same job" in text
-    assert "2 (1: failed, 2: success)" in text
-    assert "9.5 s" in text and "41.2 s" in text
+    assert "upstream: DatabricksSubmitRunOperator(deferrable=True, retries=2)" in text
+    assert "durable:  DurableDatabricksSubmitRunOperator(deferrable=True, retries=2)" in text
+    rows = {
+        cells[0]: cells[1:]
+        for line in text.splitlines()
+        if line.startswith("│") and (cells := [c.strip() for c in line.strip("│").split("│")])
+    }
+    assert rows["runs submitted"] == ["2 (1001, 1003)", "1 (1002)"]
+    assert rows["try 2"] == ["submitted run 1003", "reconnected to 1002"]
+    assert rows["final task state"] == ["success", "success"]
+    assert rows["tries"] == ["2 (failed, success)", "2 (failed, success)"]
+    assert rows["kill → try 2 waiting"] == ["9.5 s", "9.5 s"]
+    assert rows["wall time"] == ["41.2 s", "41.2 s"]
     # The cost line: the duplicate's run time here (1030 - 1012.5) and what it means at real durations.
-    assert "1 duplicate Databricks run (run 1003, 17.5 s here) while run 1001 went on untracked" in text
-    assert "1 h of extra cluster time" in text and "durable: none." in text
+    assert (
+        "Cost: upstream ran 1 duplicate Databricks run (1003) next to run 1001, which went on untracked; "
+        "here it ran 17.5 s, with a real 1 h job it is 1 h of extra cluster time per crash like this one. "
+        "Durable: none."
+    ) in text
     assert "Unexpected outcome" not in text and "degraded" not in text
-    # The table fits the plain width; the sentences are one line each (soft wrap), for logs and grep.
-    render_lines = [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
-    assert render_lines and max(len(line) for line in render_lines) <= render.PLAIN_WIDTH
-    assert [line for line in text.splitlines() if line.startswith("Cost of the difference")] == [
-        _result().cost_statement()
-    ]
+    # The table fits a terminal of 80 columns; the sentences are one line each (soft wrap).
+    table = [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table and max(len(line) for line in table) <= 80
+    assert [line for line in text.splitlines() if line.startswith("Cost: ")] == [_result().cost_statement()]
 
 
 def test_degraded_durable_side_is_said_plainly() -> None:
     result = _result(durable_runtime=False)
     assert result.as_expected  # below 3.3 two submissions on the durable side are the documented behaviour
     text = _rendered(result)
-    assert "(degraded)" in text
-    assert "durable: 1 too (degraded: Airflow 3.2.2 has no task_state_store)" in text
+    assert "(degraded below Airflow 3.3)" in text and "durable (degraded)" in text
+    assert "Durable: 1 too (degraded: Airflow 3.2.2 has no task_state_store)." in text
     assert "degrades to submitting a fresh job on every try" in text
 
 
@@ -255,6 +263,23 @@ def test_unknown_system_is_a_usage_error() -> None:
 
 
 # --------------------------------------------------------------------------- failure reporting
+needs_airflow_3 = pytest.mark.skipif(
+    _airflow_major() < 3, reason="on Airflow 2 the demo stops at its installation check (next test)"
+)
+
+
+@pytest.mark.skipif(_airflow_major() >= 3, reason="Airflow 2 only")
+def test_on_airflow_2_the_demo_says_it_needs_airflow_3() -> None:
+    done = subprocess.run(CLI + ["--json"], capture_output=True, text=True, timeout=300, env=_demo_env())
+    assert done.returncode == 1, done.stderr[-3000:]
+    failure = json.loads(done.stdout)
+    assert failure["step"] == "check the installation"
+    assert (
+        "runs Airflow 3's components" in failure["error"]
+        and "install apache-airflow>=3.0" in failure["error"]
+    )
+
+
 def _fake_airflow(tmp_path: Path, script: str) -> Path:
     """A directory with an ``airflow`` executable standing in for Airflow's CLI."""
     bin_dir = tmp_path / "bin"
@@ -265,6 +290,7 @@ def _fake_airflow(tmp_path: Path, script: str) -> Path:
     return bin_dir
 
 
+@needs_airflow_3
 def test_a_failing_step_is_named_with_its_log_and_exits_non_zero(tmp_path: Path) -> None:
     bin_dir = _fake_airflow(
         tmp_path,
@@ -291,6 +317,7 @@ def test_a_failing_step_is_named_with_its_log_and_exits_non_zero(tmp_path: Path)
     assert home is not None and not Path(home["home"]).exists()
 
 
+@needs_airflow_3
 def test_a_component_that_dies_is_named_with_its_log_tail(tmp_path: Path) -> None:
     bin_dir = _fake_airflow(
         tmp_path,
@@ -311,6 +338,7 @@ def test_a_component_that_dies_is_named_with_its_log_tail(tmp_path: Path) -> Non
     assert "----- scheduler.log (tail) -----\nscheduler: cannot bind the log server port" in done.stderr
 
 
+@needs_airflow_3
 def test_a_timeout_names_the_step_and_what_it_waited_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
