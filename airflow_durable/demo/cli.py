@@ -65,6 +65,9 @@ def demo(
         result = run_demo(chosen, keep=keep, reporter=reporter)
     except DemoStepError as error:
         _fail(error, chosen.name, as_json, err_console)
+    except KeyboardInterrupt:  # run_demo has stopped Airflow and the emulator on its way out
+        err_console.print("airflow-durable demo: interrupted; Airflow stopped.", highlight=False)
+        raise typer.Exit(130) from None
     if as_json:
         typer.echo(render.result_json(result))
     else:
