@@ -7,6 +7,7 @@
 #   make envs          build every env without running tests (parallel-safe: make -j3 envs)
 #   make lock          recompile requirements/*.txt from requirements/*.in (keeps pins unless
 #                      an .in changed); make lock-upgrade moves every pin to the newest release
+#   make docs          build the docs site strictly (any warning fails) into $(DOCS_SITE)
 #   make clean         remove every env, the uv bootstrap and the per-env AIRFLOW_HOMEs
 #
 # Needs only python3.11 with pip: uv is bootstrapped with pip into .venv-tools/.
@@ -54,7 +55,7 @@ COMPILE := $(UV) pip compile --quiet --python-version 3.11 \
 
 venv_of = $(if $(filter $(MAIN),$(1)),.venv,.venv-$(1))
 
-.PHONY: demo test test-matrix envs lock lock-upgrade clean uv $(addprefix test-,$(MAIN) $(MATRIX)) \
+.PHONY: demo docs test test-matrix envs lock lock-upgrade clean uv $(addprefix test-,$(MAIN) $(MATRIX)) \
 	$(addprefix env-,$(MAIN) $(MATRIX))
 
 # --- uv bootstrap ---------------------------------------------------------------------------
@@ -104,6 +105,13 @@ DEMO_ARGS ?=
 demo: $(call venv_of,$(MAIN))/.synced
 	@echo ">> airflow-durable demo $(DEMO_ARGS) (in $(call venv_of,$(MAIN)))" >&2
 	@$(call venv_of,$(MAIN))/bin/airflow-durable demo $(DEMO_ARGS)
+
+# --- docs ---------------------------------------------------------------------------------
+# mkdocs-material, mkdocstrings are in the main env's lock. Offline: no fonts, no inventories.
+DOCS_SITE ?= site
+docs: $(call venv_of,$(MAIN))/.synced
+	@echo ">> mkdocs build --strict -d $(DOCS_SITE)"
+	NO_MKDOCS_2_WARNING=1 $(call venv_of,$(MAIN))/bin/mkdocs build --strict -d "$(DOCS_SITE)"
 
 # --- lock files -----------------------------------------------------------------------------
 # $(1) = matrix name with an ERA_ date: writes requirements/constraints-$(1).txt
