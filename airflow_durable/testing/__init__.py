@@ -17,14 +17,14 @@ from airflow_durable.testing._core import (
     Ledger,
     LedgerEntry,
     Lifecycle,
-    LoopbackCA,
     LoopbackServer,
     Request,
     Response,
 )
+from airflow_durable.testing._tls import LoopbackCA
 from airflow_durable.testing.databricks import DatabricksEmulator, DatabricksRun
-from airflow_durable.testing.snowflake import SnowflakeEmulator, SnowflakeRequest, SnowflakeStatement
 from airflow_durable.testing.dbt_cloud import DbtCloudEmulator, DbtCloudRun
+from airflow_durable.testing.snowflake import SnowflakeEmulator, SnowflakeRequest, SnowflakeStatement
 
 __all__ = [
     "DatabricksEmulator",
