@@ -19,6 +19,7 @@ parsed by the Airflow components, never by the demo process.
 
 from __future__ import annotations
 
+import re
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -253,3 +254,207 @@ class DatabricksDemo(DemoSystem):
 
 
 register(DatabricksDemo())
+
+
+# --------------------------------------------------------------------------- Snowflake
+class _SnowflakeBackend(DemoBackend):
+    """The SQL API emulator. A DAG's request is the one whose SQL names the dag_id (in a comment)."""
+
+    def __init__(self) -> None:
+        from airflow_durable.testing.snowflake import SnowflakeEmulator
+
+        # RUNNING is sticky: a statement runs until the demo ends it.
+        self.emulator = SnowflakeEmulator(lifecycle=["QUEUED", "RUNNING"]).start()
+        self._holds: dict[str, Any] = {}
+        self._ended: dict[str, float] = {}
+
+    def environment(self) -> dict[str, str]:
+        # The connection, the CA and the name routing (a sitecustomize on PYTHONPATH), so the
+        # scheduler, triggerer and workers resolve <account>.snowflakecomputing.com to the emulator.
+        env: dict[str, str] = {}
+        self.emulator.install_connection(env)
+        return env
+
+    def _requests(self, dag_id: str) -> list[Any]:
+        return [r for r in list(self.emulator.requests) if dag_id in str(r.payload.get("statement", ""))]
+
+    def _owns(self, dag_id: str, request: Any) -> bool:
+        handle = request.path.rstrip("/").rsplit("/", 1)[-1]
+        return any(handle in r.handles for r in self._requests(dag_id))
+
+    def hold_after_submit(self, dag_id: str, seconds: float) -> None:
+        # The worker's first status GET after the submit (sync transport: the trigger's are async).
+        self._holds[dag_id] = self.emulator.faults.add(
+            method="GET",
+            path_contains="/api/v2/statements/",
+            status=None,
+            latency=seconds,
+            times=1,
+            transport="sync",
+            predicate=lambda request: self._owns(dag_id, request),
+        )
+
+    def held(self, dag_id: str) -> bool:
+        hold = self._holds.get(dag_id)
+        return hold is not None and hold.hits >= 1 and bool(self._requests(dag_id))
+
+    def submissions(self, dag_id: str) -> int:
+        return sum(
+            1
+            for e in self.emulator.ledger.select("snowflake", "statements")
+            if dag_id in str(e.payload.get("statement", ""))
+        )
+
+    def jobs(self, dag_id: str) -> list[JobRun]:
+        return [
+            JobRun(
+                # Handles are 36-character UUIDs; the emulator's differ only at the end.
+                id=",".join(f"{h[:8]}…{h[-4:]}" for h in r.handles),
+                started_at=min(s.created_on for s in r.statements) / 1000,
+                ended_at=self._ended.get(r.request_id),
+                state=r.state,
+            )
+            for r in self._requests(dag_id)
+        ]
+
+    def status_reads(self, dag_id: str) -> int:
+        requests = self._requests(dag_id)
+        return max((s.gets for s in requests[-1].statements), default=0) if requests else 0
+
+    def finish(self, dag_id: str) -> None:
+        for r in self._requests(dag_id):
+            if r.state in ("PENDING", "QUEUED", "RUNNING"):
+                self.emulator.set_state(r.handles, "SUCCESS")
+                self._ended[r.request_id] = time.time()
+
+    def stop(self) -> None:
+        self.emulator.stop()
+
+
+class SnowflakeDemo(DemoSystem):
+    """``SnowflakeSqlApiOperator`` against ``DurableSnowflakeSqlApiOperator``."""
+
+    name = "snowflake"
+    title = "Snowflake"
+    job_noun = "statement"
+    cost_unit = "warehouse time"
+    dag_file = DAGS_DIR / "snowflake.py"
+    upstream = Side("afd_demo_snowflake_upstream", "SnowflakeSqlApiOperator")
+    durable = Side("afd_demo_snowflake_durable", "DurableSnowflakeSqlApiOperator")
+    task_id = "nightly_load"
+    operator_args = "deferrable=True, retries=2"
+    provider_module = "airflow.providers.snowflake"
+
+    def start(self) -> DemoBackend:
+        return _SnowflakeBackend()
+
+
+# --------------------------------------------------------------------------- dbt Cloud
+class _DbtCloudBackend(DemoBackend):
+    """The dbt Cloud emulator. Each DAG triggers its own dbt Cloud job (:attr:`DbtCloudDemo.job_ids`)."""
+
+    def __init__(self, job_ids: dict[str, int]) -> None:
+        from airflow_durable.testing.dbt_cloud import DbtCloudEmulator
+
+        self.job_ids = dict(job_ids)
+        # RUNNING is sticky: a run goes on until the demo ends it.
+        self.emulator = DbtCloudEmulator(lifecycle=["QUEUED", "RUNNING"]).start()
+        for dag_id, job_id in self.job_ids.items():
+            self.emulator.add_job(job_id=job_id, name=dag_id)
+        self._holds: dict[str, Any] = {}
+        self._ended: dict[int, float] = {}
+
+    def environment(self) -> dict[str, str]:
+        # The connection and the CA variables (the hook forces https://127.0.0.1:<port>).
+        env: dict[str, str] = {}
+        self.emulator.install_connection(env)
+        return env
+
+    def _runs(self, dag_id: str) -> list[Any]:
+        job_id = self.job_ids[dag_id]
+        return sorted(
+            (r for r in list(self.emulator.runs.values()) if r.job_id == job_id), key=lambda r: r.id
+        )
+
+    def _owns(self, dag_id: str, request: Any) -> bool:
+        found = re.search(r"/runs/(\d+)/?$", request.path)
+        run = self.emulator.runs.get(int(found.group(1))) if found else None
+        return run is not None and run.job_id == self.job_ids[dag_id]
+
+    def hold_after_submit(self, dag_id: str, seconds: float) -> None:
+        # The worker's first runs/{id}/ read after the trigger call (sync: the trigger's are async).
+        self._holds[dag_id] = self.emulator.faults.add(
+            method="GET",
+            path_contains="/runs/",
+            status=None,
+            latency=seconds,
+            times=1,
+            transport="sync",
+            predicate=lambda request: self._owns(dag_id, request),
+        )
+
+    def held(self, dag_id: str) -> bool:
+        hold = self._holds.get(dag_id)
+        return hold is not None and hold.hits >= 1 and bool(self._runs(dag_id))
+
+    def submissions(self, dag_id: str) -> int:
+        job_id = self.job_ids[dag_id]
+        return sum(
+            1
+            for e in self.emulator.ledger.select("dbt_cloud")
+            if e.operation in ("jobs/run", "jobs/rerun") and self._job_of(e) == job_id
+        )
+
+    def _job_of(self, entry: Any) -> int | None:
+        run = self.emulator.runs.get(entry.external_id) if isinstance(entry.external_id, int) else None
+        return None if run is None else run.job_id
+
+    def jobs(self, dag_id: str) -> list[JobRun]:
+        # The emulator's created_at is a synthetic clock; the ledger has the real submit time.
+        submitted = {e.external_id: e.at for e in self.emulator.ledger.submissions("dbt_cloud")}
+        return [
+            JobRun(
+                id=str(run.id),
+                started_at=submitted.get(run.id, 0.0),
+                ended_at=self._ended.get(run.id),
+                state=run.state,
+            )
+            for run in self._runs(dag_id)
+        ]
+
+    def status_reads(self, dag_id: str) -> int:
+        runs = self._runs(dag_id)
+        return runs[-1].gets if runs else 0
+
+    def finish(self, dag_id: str) -> None:
+        for run in self._runs(dag_id):
+            if not run.is_terminal:
+                self.emulator.set_state(run.id, "SUCCESS")
+                self._ended[run.id] = time.time()
+
+    def stop(self) -> None:
+        self.emulator.stop()
+
+
+class DbtCloudDemo(DemoSystem):
+    """``DbtCloudRunJobOperator`` against ``DurableDbtCloudRunJobOperator``."""
+
+    name = "dbt-cloud"
+    title = "dbt Cloud"
+    job_noun = "run"
+    cost_unit = "dbt Cloud run time"
+    dag_file = DAGS_DIR / "dbt_cloud.py"
+    upstream = Side("afd_demo_dbt_cloud_upstream", "DbtCloudRunJobOperator")
+    durable = Side("afd_demo_dbt_cloud_durable", "DurableDbtCloudRunJobOperator")
+    task_id = "nightly_models"
+    operator_args = "deferrable=True, retries=2"
+    provider_module = "airflow.providers.dbt.cloud"
+    #: The dbt Cloud job each DAG triggers (one job per DAG, so the emulator tells their runs apart).
+    job_ids = {upstream.dag_id: 4201, durable.dag_id: 4202}
+
+    def start(self) -> DemoBackend:
+        return _DbtCloudBackend(self.job_ids)
+
+
+register(SnowflakeDemo())
+register(DbtCloudDemo())
