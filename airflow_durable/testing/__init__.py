@@ -21,9 +21,17 @@ from airflow_durable.testing._core import (
     Request,
     Response,
 )
+from airflow_durable.testing.aws import AwsEmulator, AwsJob, MotoServer
+from airflow_durable.testing.batch import BatchEmulator
 from airflow_durable.testing.databricks import DatabricksEmulator, DatabricksRun
+from airflow_durable.testing.redshift_data import RedshiftDataEmulator
 
 __all__ = [
+    "AwsEmulator",
+    "AwsJob",
+    "BatchEmulator",
+    "MotoServer",
+    "RedshiftDataEmulator",
     "DatabricksEmulator",
     "DatabricksRun",
     "EmulatorError",

@@ -592,7 +592,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 pass
             return
         data = response.raw if response.raw is not None else json.dumps(response.json).encode()
-        headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-type", "content-length")}
+        headers = {
+            k: v for k, v in response.headers.items() if k.lower() not in ("content-type", "content-length")
+        }
         content_type = next(
             (v for k, v in response.headers.items() if k.lower() == "content-type"), "application/json"
         )

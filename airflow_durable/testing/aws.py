@@ -183,6 +183,8 @@ class AwsJob:
     expired: bool = False
     #: How many status reads this job has answered.
     reads: int = 0
+    #: The state the service reports right now: the one the last status read returned (or forced).
+    reported: str = ""
     #: Service-specific details a subclass keeps (sub-statements, results, ...).
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -237,6 +239,10 @@ class AwsEmulator:
     cancel_operations: ClassVar[frozenset[str]] = frozenset()
     #: The request parameter the service itself honours as an idempotency token (``None``: none).
     native_token_param: ClassVar[str | None] = None
+    #: Whether the service itself is moto's (then :meth:`start` resets moto and calls
+    #: :meth:`configure_moto`); an emulator that answers its service itself starts moto only when it
+    #: first forwards a call of another service.
+    uses_moto: ClassVar[bool] = True
     #: Error codes of injected faults by HTTP status, where the service differs from the AWS default.
     ERROR_CODES: ClassVar[Mapping[int, str]] = {}
 
@@ -277,9 +283,10 @@ class AwsEmulator:
         return self._moto
 
     def start(self) -> AwsEmulator:
-        self.moto.start()
-        self.moto.reset()
-        self.configure_moto()
+        if self.uses_moto:
+            self.moto.start()
+            self.moto.reset()
+            self.configure_moto()
         self.server.start()
         return self
 
@@ -330,16 +337,22 @@ class AwsEmulator:
             target[name] = self.connection_uri()
         return name
 
-    def client(self, service: str | None = None) -> Any:
-        """A boto3 client of ``service`` (default: this emulator's) pointed at the emulator, for set-up."""
-        import boto3
+    def client(self, service: str | None = None, max_attempts: int | None = None) -> Any:
+        """A boto3 client of ``service`` (default: this emulator's) pointed at the emulator, for set-up.
 
+        :param max_attempts: botocore's total attempts per call (its default retries when omitted).
+        """
+        import boto3
+        from botocore.config import Config
+
+        config = Config(retries={"total_max_attempts": max_attempts}) if max_attempts else None
         return boto3.client(
             _MODEL_NAMES.get(service or self.service, service or self.service),
             endpoint_url=self.url,
             region_name=self.region,
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
+            config=config,
         )
 
     # ------------------------------------------------------------------ lifecycles
@@ -367,7 +380,9 @@ class AwsEmulator:
             try:
                 return self.jobs[str(job_id)]
             except KeyError:
-                raise KeyError(f"the {self.system} emulator has no job {job_id!r}; jobs: {sorted(self.jobs)}") from None
+                raise KeyError(
+                    f"the {self.system} emulator has no job {job_id!r}; jobs: {sorted(self.jobs)}"
+                ) from None
 
     #: The conformance suite's name for :meth:`job`.
     run = job
@@ -383,14 +398,18 @@ class AwsEmulator:
         job = self.job(job_id)
         with self._lock:
             job.lifecycle = Lifecycle(states)
-            self.apply_state(job, job.lifecycle.current)
+            self._report(job, job.lifecycle.current)
 
     def set_state(self, job_id: str, state: str) -> None:
         """Force a job into ``state`` for good (ends its script)."""
         job = self.job(job_id)
         with self._lock:
             job.lifecycle.set_state(state)
-            self.apply_state(job, state)
+            self._report(job, state)
+
+    def _report(self, job: AwsJob, state: str) -> None:
+        job.reported = state
+        self.apply_state(job, state)
 
     def expire(self, job_id: str) -> None:
         """Forget a job as the service does once its history expires; its token is forgotten with it."""
@@ -457,7 +476,12 @@ class AwsEmulator:
         match = _CREDENTIAL_SERVICE.search(request.headers.get("Authorization", ""))
         service = match.group(1) if match else ""
         operation, uri_params = self._operation(service, request)
-        request.path_params = {"service": service, "operation": operation, "http_path": request.path, **uri_params}
+        request.path_params = {
+            "service": service,
+            "operation": operation,
+            "http_path": request.path,
+            **uri_params,
+        }
         # Faults and the request log see the logical path: JSON-protocol calls all POST "/".
         request.path = f"/{service}/{operation}"
 
@@ -502,7 +526,9 @@ class AwsEmulator:
         if service != self.service:
             return self._forward(request)
         params = dict(request.json) if isinstance(request.json, dict) else {}
-        params.update({k: v for k, v in request.path_params.items() if k not in ("service", "operation", "http_path")})
+        params.update(
+            {k: v for k, v in request.path_params.items() if k not in ("service", "operation", "http_path")}
+        )
         call = AwsCall(service=service, operation=operation, params=params, request=request)
         with self._lock:
             if operation in self.status_operations:
@@ -516,7 +542,7 @@ class AwsEmulator:
                             return answer
                         continue
                     job.reads += 1
-                    self.apply_state(job, job.lifecycle.read())
+                    self._report(job, job.lifecycle.read())
             if operation in self.submit_operations:
                 replay = self._replay(call)
                 if replay is not None:
@@ -524,7 +550,11 @@ class AwsEmulator:
             local = self.local_operations.get(operation)
             if local is not None:
                 result = local(call)
-                response = result if isinstance(result, Response) else Response(200, result if result is not None else {})
+                response = (
+                    result
+                    if isinstance(result, Response)
+                    else Response(200, result if result is not None else {})
+                )
             else:
                 response = self._forward(request)
             if response.status >= 300:
@@ -567,7 +597,12 @@ class AwsEmulator:
             return None
         job_id, raw, headers = self._tokens[str(token)]
         self.ledger.record(
-            self.system, call.operation, external_id=job_id, token=str(token), created=False, payload=call.params
+            self.system,
+            call.operation,
+            external_id=job_id,
+            token=str(token),
+            created=False,
+            payload=call.params,
         )
         return Response(200, headers=dict(headers), raw=raw)
 
@@ -584,7 +619,7 @@ class AwsEmulator:
         )
         self.jobs[job_id] = job
         self.on_created(job, call)
-        self.apply_state(job, job.lifecycle.current)
+        self._report(job, job.lifecycle.current)
         if self.native_token_param is not None and call.params.get(self.native_token_param) is not None:
             raw = response.raw if response.raw is not None else json.dumps(response.json).encode()
             self._tokens[str(call.params[self.native_token_param])] = (job_id, raw, dict(response.headers))
@@ -602,9 +637,9 @@ class AwsEmulator:
             if job is not None:
                 job.cancelled = True
                 target = self.cancelled_state(job)
-                if target is not None and not self.is_terminal(job.state):
+                if target is not None and not self.is_terminal(job.reported):
                     job.lifecycle.set_state(target)
-                    self.apply_state(job, target)
+                    self._report(job, target)
                     changed = True
             self.ledger.record(
                 self.system, call.operation, external_id=job_id, payload={**call.params, "changed": changed}
@@ -614,4 +649,3 @@ class AwsEmulator:
 def new_id() -> str:
     """A fresh lower-case uuid4, the id format of most AWS job APIs."""
     return str(uuid.uuid4())
-

@@ -20,7 +20,6 @@ SubmitJob has no idempotency token; the ledger records the ``airflow-durable-tok
 from __future__ import annotations
 
 import json
-
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -164,6 +163,10 @@ class BatchEmulator(AwsEmulator):
     def submit(self, name: str = "job", tags: dict[str, str] | None = None, **kwargs: Any) -> str:
         """Submit a job through the front (recorded like any other), for tests that need one."""
         answer = self.client().submit_job(
-            jobName=name, jobQueue=self.job_queue, jobDefinition=self.job_definition, tags=tags or {}, **kwargs
+            jobName=name,
+            jobQueue=self.job_queue,
+            jobDefinition=self.job_definition,
+            tags=tags or {},
+            **kwargs,
         )
         return str(answer["jobId"])

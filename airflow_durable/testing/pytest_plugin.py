@@ -14,6 +14,13 @@ Fixtures:
     with the ``databricks_default`` connection pointing at it (through ``monkeypatch``, so it is
     undone at teardown); stopped at teardown.
 
+``redshift_data_emulator`` / ``batch_emulator``
+    A started :class:`~airflow_durable.testing.RedshiftDataEmulator` /
+    :class:`~airflow_durable.testing.BatchEmulator` recording into ``durable_ledger``, with the
+    ``aws_default`` connection (fake credentials, ``endpoint_url`` → the emulator) installed through
+    ``monkeypatch``. They share one moto server per test process (started on first use, reset for
+    every test), so only the first AWS test of a worker pays moto's start-up.
+
 Example::
 
     from airflow.providers.databricks.hooks.databricks import DatabricksHook
@@ -31,12 +38,13 @@ To use another connection id, install it yourself:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from airflow_durable.testing import DatabricksEmulator, Ledger
+    from airflow_durable.testing import BatchEmulator, DatabricksEmulator, Ledger, RedshiftDataEmulator
+    from airflow_durable.testing.aws import AwsEmulator
 
 
 @pytest.fixture
@@ -62,3 +70,30 @@ def databricks_emulator(
     # An exception inside the emulator is a bug in it, never a scripted fault: don't let it hide.
     if errors:
         raise AssertionError(f"the Databricks emulator raised while serving the test: {errors!r}")
+
+
+def _aws_emulator(emulator: AwsEmulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    with emulator:
+        emulator.install_connection(monkeypatch.setenv, conn_id="aws_default")
+        yield emulator
+        errors = list(emulator.server.errors)
+    if errors:
+        raise AssertionError(f"the {emulator.system} emulator raised while serving the test: {errors!r}")
+
+
+@pytest.fixture
+def redshift_data_emulator(
+    durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[RedshiftDataEmulator]:
+    """A running Redshift Data API emulator installed as the ``aws_default`` connection."""
+    from airflow_durable.testing.redshift_data import RedshiftDataEmulator
+
+    yield from _aws_emulator(RedshiftDataEmulator(ledger=durable_ledger), monkeypatch)
+
+
+@pytest.fixture
+def batch_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[BatchEmulator]:
+    """A running AWS Batch emulator (moto behind the front) installed as the ``aws_default`` connection."""
+    from airflow_durable.testing.batch import BatchEmulator
+
+    yield from _aws_emulator(BatchEmulator(ledger=durable_ledger), monkeypatch)
