@@ -154,6 +154,29 @@ class MotoServer:
             conn.close()
 
 
+_data_lock = threading.Lock()
+_data_path: str | None = None
+
+
+def _trimmed_botocore_data() -> str:
+    global _data_path
+    with _data_lock:
+        if _data_path is None:
+            import tempfile
+
+            import botocore
+
+            with open(os.path.join(os.path.dirname(botocore.__file__), "data", "endpoints.json")) as f:
+                endpoints = json.load(f)
+            for partition in endpoints["partitions"]:
+                partition["services"] = {}
+            path = tempfile.mkdtemp(prefix="airflow-durable-botocore-")
+            with open(os.path.join(path, "endpoints.json"), "w") as f:
+                json.dump(endpoints, f)
+            _data_path = path
+        return _data_path
+
+
 # --------------------------------------------------------------------------- calls and jobs
 @dataclass
 class AwsCall:
@@ -336,6 +359,22 @@ class AwsEmulator:
         else:
             target[name] = self.connection_uri()
         return name
+
+    def install_fast_botocore(self, environ_setter: EnvironSetter | None = None) -> str:
+        """Point ``AWS_DATA_PATH`` at a trimmed copy of botocore's ``endpoints.json``; returns the path.
+
+        Every provider hook opens a new botocore session, which parses the 1.2 MB endpoints file again
+        (about 0.3 s a client). With ``endpoint_url`` set no service endpoint from it is ever used, so a
+        copy keeping only the partitions (read from the installed botocore) behaves the same, 4x faster.
+        """
+        path = _trimmed_botocore_data()
+        value = os.pathsep.join(p for p in (path, os.environ.get("AWS_DATA_PATH", "")) if p)
+        target = os.environ if environ_setter is None else environ_setter
+        if callable(target):
+            target("AWS_DATA_PATH", value)
+        else:
+            target["AWS_DATA_PATH"] = value
+        return path
 
     def client(self, service: str | None = None, max_attempts: int | None = None) -> Any:
         """A boto3 client of ``service`` (default: this emulator's) pointed at the emulator, for set-up.

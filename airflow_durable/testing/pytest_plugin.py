@@ -19,7 +19,8 @@ Fixtures:
     :class:`~airflow_durable.testing.BatchEmulator` recording into ``durable_ledger``, with the
     ``aws_default`` connection (fake credentials, ``endpoint_url`` → the emulator) installed through
     ``monkeypatch``. They share one moto server per test process (started on first use, reset for
-    every test), so only the first AWS test of a worker pays moto's start-up.
+    every test), so only the first AWS test of a worker pays moto's start-up. ``AWS_DATA_PATH`` points
+    at a trimmed botocore endpoints file (see ``AwsEmulator.install_fast_botocore``).
 
 Example::
 
@@ -75,6 +76,7 @@ def databricks_emulator(
 def _aws_emulator(emulator: AwsEmulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     with emulator:
         emulator.install_connection(monkeypatch.setenv, conn_id="aws_default")
+        emulator.install_fast_botocore(monkeypatch.setenv)
         yield emulator
         errors = list(emulator.server.errors)
     if errors:
