@@ -493,6 +493,10 @@ class AwsEmulator:
     def forget(self, job: AwsJob) -> None:
         """Make the service forget ``job`` (e.g. delete it from moto's backend)."""
 
+    def rewrite_status(self, call: AwsCall, response: Response) -> Response:
+        """Adjust a status read's answer (e.g. a state moto cannot hold); the default changes nothing."""
+        return response
+
     def cancelled_state(self, job: AwsJob) -> str | None:
         """The state a cancel moves an active job to (``None``: leave it to moto)."""
         return None
@@ -598,6 +602,8 @@ class AwsEmulator:
                 response = self._forward(request)
             if response.status >= 300:
                 return response
+            if operation in self.status_operations:
+                response = self.rewrite_status(call, response)
             if operation in self.submit_operations:
                 self._record_submission(call, response)
             elif operation in self.cancel_operations:

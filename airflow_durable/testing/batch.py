@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from airflow_durable.testing._core import FaultPlan, Ledger
+from airflow_durable.testing._core import FaultPlan, Ledger, Response
 from airflow_durable.testing.aws import AwsCall, AwsEmulator, AwsJob, MotoServer
 
 __all__ = ["TOKEN_TAG", "BatchEmulator"]
@@ -31,6 +31,9 @@ __all__ = ["TOKEN_TAG", "BatchEmulator"]
 #: The tag the durable Batch operator carries its token in (the ledger reads it).
 TOKEN_TAG = "airflow-durable-token"
 TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED"})
+#: The statuses moto (and the Batch API model) accept; any other scripted state is written into the
+#: DescribeJobs answer instead, so a test can serve a status the client has never heard of.
+MOTO_STATES = frozenset({"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED", "FAILED"})
 STARTED_STATES = frozenset({"STARTING", "RUNNING", "SUCCEEDED", "FAILED"})
 
 
@@ -138,7 +141,7 @@ class BatchEmulator(AwsEmulator):
             moto_job = backend._jobs.get(job_id)
             if moto_job is None:
                 continue
-            moto_job.status = state
+            moto_job.status = state if state in MOTO_STATES else "RUNNING"
             moto_job.job_stopped = state in TERMINAL_STATES
             if state == "FAILED":
                 moto_job.job_stopped_reason = (
@@ -151,6 +154,16 @@ class BatchEmulator(AwsEmulator):
             else:
                 moto_job.job_stopped_reason = None
                 moto_job.exit_code = None
+
+    def rewrite_status(self, call: AwsCall, response: Response) -> Response:
+        unknown = {j.job_id: j.reported for j in self.jobs.values() if j.reported not in MOTO_STATES}
+        if not unknown or response.raw is None:
+            return response
+        answer = json.loads(response.raw)
+        for job in answer.get("jobs", []):
+            if job.get("jobId") in unknown:
+                job["status"] = unknown[job["jobId"]]
+        return Response(response.status, headers=response.headers, raw=json.dumps(answer).encode())
 
     def forget(self, job: AwsJob) -> None:
         backend = self._backend()

@@ -274,3 +274,9 @@ def test_batch_array_job_children_follow_the_parent(batch_emulator):
     assert client.describe_jobs(jobs=[job_id])["jobs"][0]["status"] == "RUNNING"
     children = client.list_jobs(arrayJobId=job_id)["jobSummaryList"]
     assert len(children) == 2 and {c["status"] for c in children} == {"RUNNING"}
+
+
+def test_batch_serves_a_status_moto_cannot_hold(batch_emulator):
+    job_id = batch_emulator.submit("etl")
+    batch_emulator.set_state(job_id, "HIBERNATING")
+    assert batch_emulator.client().describe_jobs(jobs=[job_id])["jobs"][0]["status"] == "HIBERNATING"
