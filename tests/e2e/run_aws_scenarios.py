@@ -79,7 +79,9 @@ def run(emulator: Any, system: str, kind: str, scenario: str, sync: bool) -> dic
         "submissions": len(emulator.ledger.submissions()),
         "tokens": [e.token for e in emulator.ledger.submissions()],
         "decisions": [d for line in output.splitlines() for d in DECISIONS if f"[{d}]" in line],
-        "trigger_polls": len(emulator.server.requests_to(f"/{service}/{status_operation}", transport="async")),
+        "trigger_polls": len(
+            emulator.server.requests_to(f"/{service}/{status_operation}", transport="async")
+        ),
         "tries": _tries(dag_run.run_id),
         "xcoms": _xcoms(dag_run.run_id),
     }

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+import tests.conformance.systems  # noqa: F401  (first: test_dag_test_e2e imports a case module)
 from tests.e2e.conftest import record_summary
 from tests.e2e.test_dag_test_e2e import ROOT, airflow_home  # noqa: F401  (the shared migrated home)
 from tests.harness import DURABLE
@@ -92,4 +93,3 @@ def test_example_dag_imports_cleanly(name):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[0] == name
-
