@@ -21,8 +21,6 @@ from tests.harness import DURABLE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
-EXAMPLES = ROOT / "example_dags"
-
 
 def run_system(env: dict[str, str], system: str, sync: bool = False, runs: str | None = None) -> dict:
     cmd = [sys.executable, "-m", "tests.e2e.run_aws_scenarios", "--system", system]
@@ -80,16 +78,3 @@ def test_batch(airflow_home, sync):  # noqa: F811
     if not sync:
         _check_durable(runs[("durable", "dies_before_defer")], "reconnect")
     _check_upstream(runs[("upstream", "dies_after_deferral")])
-
-
-@pytest.mark.parametrize("name", ["durable_redshift_data", "durable_batch"])
-def test_example_dag_imports_cleanly(name):
-    code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('example', {str(EXAMPLES / (name + '.py'))!r})\n"
-        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
-        "print(module.dag.dag_id, len(module.dag.tasks))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split()[0] == name
