@@ -21,9 +21,12 @@ from airflow_durable.testing._core import (
     Request,
     Response,
 )
+from airflow_durable.testing.bigquery import BigQueryEmulator, BigQueryJob
 from airflow_durable.testing.databricks import DatabricksEmulator, DatabricksRun
 
 __all__ = [
+    "BigQueryEmulator",
+    "BigQueryJob",
     "DatabricksEmulator",
     "DatabricksRun",
     "EmulatorError",

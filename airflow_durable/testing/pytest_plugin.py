@@ -14,6 +14,11 @@ Fixtures:
     with the ``databricks_default`` connection pointing at it (through ``monkeypatch``, so it is
     undone at teardown); stopped at teardown.
 
+``bigquery_emulator``
+    A started :class:`~airflow_durable.testing.BigQueryEmulator` recording into ``durable_ledger``,
+    with ``BIGQUERY_EMULATOR_HOST`` and the ``google_cloud_default`` connection (anonymous
+    credentials) pointing at it through ``monkeypatch``; stopped at teardown.
+
 Example::
 
     from airflow.providers.databricks.hooks.databricks import DatabricksHook
@@ -36,7 +41,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from airflow_durable.testing import DatabricksEmulator, Ledger
+    from airflow_durable.testing import BigQueryEmulator, DatabricksEmulator, Ledger
 
 
 @pytest.fixture
@@ -62,3 +67,16 @@ def databricks_emulator(
     # An exception inside the emulator is a bug in it, never a scripted fault: don't let it hide.
     if errors:
         raise AssertionError(f"the Databricks emulator raised while serving the test: {errors!r}")
+
+
+@pytest.fixture
+def bigquery_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[BigQueryEmulator]:
+    """A running BigQuery jobs API emulator installed as the ``google_cloud_default`` connection."""
+    from airflow_durable.testing.bigquery import BigQueryEmulator
+
+    with BigQueryEmulator(ledger=durable_ledger) as emulator:
+        emulator.install(monkeypatch.setenv, conn_id="google_cloud_default")
+        yield emulator
+        errors = list(emulator.server.errors)
+    if errors:
+        raise AssertionError(f"the BigQuery emulator raised while serving the test: {errors!r}")
