@@ -74,7 +74,9 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
 
     def _durable_hook(self) -> BigQueryHook:
         if self.hook is None:
-            self.hook = BigQueryHook(gcp_conn_id=self.gcp_conn_id, impersonation_chain=self.impersonation_chain)
+            self.hook = BigQueryHook(
+                gcp_conn_id=self.gcp_conn_id, impersonation_chain=self.impersonation_chain
+            )
         if self.project_id is None:
             self.project_id = self.hook.project_id
         return self.hook
@@ -129,7 +131,9 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
         return None
 
     def durable_cancel(self, external_id: str) -> None:
-        self._durable_hook().cancel_job(job_id=external_id, project_id=self.project_id, location=self.location)
+        self._durable_hook().cancel_job(
+            job_id=external_id, project_id=self.project_id, location=self.location
+        )
 
     def on_kill(self) -> None:
         if not self.cancel_on_kill:  # as upstream: cancel_on_kill=False never cancels the job

@@ -238,7 +238,9 @@ class BigQueryEmulator:
         """
         return {"BIGQUERY_EMULATOR_HOST": f"127.0.0.1:{self.port}"}
 
-    def install(self, environ_setter: EnvironSetter | None = None, conn_id: str = "google_cloud_default") -> None:
+    def install(
+        self, environ_setter: EnvironSetter | None = None, conn_id: str = "google_cloud_default"
+    ) -> None:
         """Install :meth:`environ`.
 
         :param environ_setter: a ``(name, value)`` callable such as ``monkeypatch.setenv`` (undone at
@@ -258,7 +260,9 @@ class BigQueryEmulator:
             try:
                 return self.jobs[str(job_id)]
             except KeyError:
-                raise KeyError(f"the BigQuery emulator has no job {job_id!r}; jobs: {sorted(self.jobs)}") from None
+                raise KeyError(
+                    f"the BigQuery emulator has no job {job_id!r}; jobs: {sorted(self.jobs)}"
+                ) from None
 
     #: Conformance-suite spelling (``emulator.run(id).state``), shared with the Databricks emulator.
     run = job
@@ -308,7 +312,9 @@ class BigQueryEmulator:
         job = self.jobs.get(job_id)
         if job is None or job.expired:
             location = request.query.get("location") or DEFAULT_LOCATION
-            raise _error(404, "notFound", f"Not found: Job {request.path_params['project']}:{location}.{job_id}")
+            raise _error(
+                404, "notFound", f"Not found: Job {request.path_params['project']}:{location}.{job_id}"
+            )
         return job
 
     def _job_json(self, job: BigQueryJob, state: str) -> dict[str, Any]:
@@ -316,9 +322,16 @@ class BigQueryEmulator:
         status: dict[str, Any] = {"state": head}
         if head == "DONE" and result:
             if result == "CANCELLED":
-                error = {"reason": "stopped", "message": job.error_message or "Job execution was cancelled: User requested cancellation"}
+                error = {
+                    "reason": "stopped",
+                    "message": job.error_message
+                    or "Job execution was cancelled: User requested cancellation",
+                }
             else:
-                error = {"reason": "invalidQuery", "message": job.error_message or f"Job {job.job_id} failed (emulated)"}
+                error = {
+                    "reason": "invalidQuery",
+                    "message": job.error_message or f"Job {job.job_id} failed (emulated)",
+                }
             status["errorResult"] = error
             status["errors"] = [error]
         statistics: dict[str, Any] = {"creationTime": str(job.created)}
@@ -327,7 +340,10 @@ class BigQueryEmulator:
         if head == "DONE":
             statistics["endTime"] = str(job.created + 2)
         config = dict(job.configuration)
-        config.setdefault("jobType", next((k.upper() for k in ("query", "load", "copy", "extract") if k in config), "UNKNOWN"))
+        config.setdefault(
+            "jobType",
+            next((k.upper() for k in ("query", "load", "copy", "extract") if k in config), "UNKNOWN"),
+        )
         return {
             "kind": "bigquery#job",
             "etag": f"etag-{job.job_id}-{job.gets}",
@@ -348,16 +364,31 @@ class BigQueryEmulator:
         job_id = str(reference.get("jobId") or f"emulator_job_{next(self._auto_ids)}")
         location = str(reference.get("location") or DEFAULT_LOCATION)
         if len(job_id) > MAX_JOB_ID_LENGTH or not set(job_id) <= _JOB_ID_CHARS:
-            raise _error(400, "invalid", f"Invalid job ID \"{job_id}\". Job IDs must be alphanumeric (plus underscores and dashes) and must be at most 1024 characters long.")
+            raise _error(
+                400,
+                "invalid",
+                f'Invalid job ID "{job_id}". Job IDs must be alphanumeric (plus underscores and dashes) '
+                "and must be at most 1024 characters long.",
+            )
         configuration = dict(body.get("configuration") or {})
         existing = self.jobs.get(job_id)
         if existing is not None and not existing.expired:
-            self.ledger.record(SYSTEM, "jobs.insert", external_id=job_id, token=job_id, created=False, payload=body)
+            self.ledger.record(
+                SYSTEM, "jobs.insert", external_id=job_id, token=job_id, created=False, payload=body
+            )
             raise _error(409, "duplicate", f"Already Exists: Job {project}:{location}.{job_id}")
         script = self._queued_lifecycles.pop(0) if self._queued_lifecycles else self._lifecycle
-        job = BigQueryJob(job_id=job_id, project=project, location=location, configuration=configuration, lifecycle=Lifecycle(script))
+        job = BigQueryJob(
+            job_id=job_id,
+            project=project,
+            location=location,
+            configuration=configuration,
+            lifecycle=Lifecycle(script),
+        )
         self.jobs[job_id] = job
-        self.ledger.record(SYSTEM, "jobs.insert", external_id=job_id, token=job_id, created=True, payload=body)
+        self.ledger.record(
+            SYSTEM, "jobs.insert", external_id=job_id, token=job_id, created=True, payload=body
+        )
         # jobs.insert answers with the job as it is now, without advancing its script.
         return self._job_json(job, job.state)
 
@@ -382,7 +413,11 @@ class BigQueryEmulator:
         if not job.done:
             # The real call long-polls up to timeoutMs; a short pause keeps the client's loop from spinning.
             time.sleep(0.02)
-            return {"kind": "bigquery#getQueryResultsResponse", "jobReference": reference, "jobComplete": False}
+            return {
+                "kind": "bigquery#getQueryResultsResponse",
+                "jobReference": reference,
+                "jobComplete": False,
+            }
         return {
             "kind": "bigquery#getQueryResultsResponse",
             "jobReference": reference,

@@ -86,9 +86,8 @@ def run(variant: str, scenario: str) -> dict[str, Any]:
 
 
 def _tries(dag_id: str, run_id: str) -> list[dict[str, Any]]:
-    from sqlalchemy import text
-
     from airflow.settings import Session
+    from sqlalchemy import text
 
     with Session() as session:
         rows = session.execute(
@@ -103,9 +102,8 @@ def _tries(dag_id: str, run_id: str) -> list[dict[str, Any]]:
 
 
 def _xcoms(dag_id: str, run_id: str) -> dict[str, Any]:
-    from sqlalchemy import text
-
     from airflow.settings import Session
+    from sqlalchemy import text
 
     with Session() as session:
         rows = session.execute(

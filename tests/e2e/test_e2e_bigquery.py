@@ -47,6 +47,8 @@ def bigquery_airflow_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return env
+
+
 SCENARIOS = ("crash_after_deferral", "already_succeeded")
 XCOMS = {"return_value", "bigquery_job_detail", "bigquery_table", "job_id_path"}
 
@@ -91,7 +93,7 @@ def test_durable_operator_submits_once_in_both_scenarios_on_both_paths(bigquery_
 
 def test_upstream_operator_measured_in_the_same_scenarios(bigquery_airflow_home):
     summaries = run_all(bigquery_airflow_home, ["upstream_deferrable", "upstream_sync"])
-    for (variant, scenario), summary in summaries.items():
+    for (variant, _scenario), summary in summaries.items():
         assert_finished(summary)
         if variant == "upstream_deferrable":
             # Measured upstream bug: the deferrable path never persists the id, and force_rerun=True
