@@ -103,17 +103,3 @@ def test_upstream_operator_measured_in_the_same_scenarios(bigquery_airflow_home)
             # The provider's sync path is durable through ResumableJobMixin on Airflow 3.3 only.
             assert summary["submissions"] == (1 if DURABLE else 2), summary
 
-
-def test_the_example_dag_imports_cleanly():
-    """``example_dags/durable_bigquery_insert_job.py`` parses on this Airflow with no import errors."""
-    try:
-        from airflow.dag_processing.dagbag import DagBag
-    except ImportError:  # Airflow < 3.1
-        from airflow.models.dagbag import DagBag
-
-    path = ROOT / "example_dags" / "durable_bigquery_insert_job.py"
-    bag = DagBag(dag_folder=str(path), include_examples=False)
-    assert bag.import_errors == {}
-    dag = bag.get_dag("durable_bigquery_insert_job")
-    assert {t.task_id for t in dag.tasks} == {"daily_rollup", "audit_rollup"}
-    assert all(type(t).__name__ == "DurableBigQueryInsertJobOperator" for t in dag.tasks)
