@@ -22,11 +22,14 @@ from airflow_durable.testing._core import (
     Request,
     Response,
 )
+from airflow_durable.testing.bigquery import BigQueryEmulator, BigQueryJob
 from airflow_durable.testing.databricks import DatabricksEmulator, DatabricksRun
 from airflow_durable.testing.snowflake import SnowflakeEmulator, SnowflakeRequest, SnowflakeStatement
 from airflow_durable.testing.dbt_cloud import DbtCloudEmulator, DbtCloudRun
 
 __all__ = [
+    "BigQueryEmulator",
+    "BigQueryJob",
     "DatabricksEmulator",
     "DatabricksRun",
     "DbtCloudEmulator",

@@ -20,6 +20,11 @@ Fixtures:
     processes, through the environment) routing ``*.snowflakecomputing.com`` to it over TLS with a
     throwaway CA (all through ``monkeypatch``, undone at teardown); stopped at teardown.
 
+``bigquery_emulator``
+    A started :class:`~airflow_durable.testing.BigQueryEmulator` recording into ``durable_ledger``,
+    with ``BIGQUERY_EMULATOR_HOST`` and the ``google_cloud_default`` connection (anonymous
+    credentials) pointing at it through ``monkeypatch``; stopped at teardown.
+
 Example::
 
     from airflow.providers.databricks.hooks.databricks import DatabricksHook
@@ -47,7 +52,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from airflow_durable.testing import DatabricksEmulator, DbtCloudEmulator, Ledger, SnowflakeEmulator
+    from airflow_durable.testing import (
+        BigQueryEmulator,
+        DatabricksEmulator,
+        DbtCloudEmulator,
+        Ledger,
+        SnowflakeEmulator,
+    )
 
 
 @pytest.fixture
@@ -102,3 +113,16 @@ def dbt_cloud_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) 
         errors = list(emulator.server.errors)
     if errors:
         raise AssertionError(f"the dbt Cloud emulator raised while serving the test: {errors!r}")
+
+
+@pytest.fixture
+def bigquery_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[BigQueryEmulator]:
+    """A running BigQuery jobs API emulator installed as the ``google_cloud_default`` connection."""
+    from airflow_durable.testing.bigquery import BigQueryEmulator
+
+    with BigQueryEmulator(ledger=durable_ledger) as emulator:
+        emulator.install(monkeypatch.setenv, conn_id="google_cloud_default")
+        yield emulator
+        errors = list(emulator.server.errors)
+    if errors:
+        raise AssertionError(f"the BigQuery emulator raised while serving the test: {errors!r}")
