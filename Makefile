@@ -1,5 +1,6 @@
 # Reproducible environments for airflow-durable. See docs/dev/environments.md.
 #
+#   make demo          main env, then `airflow-durable demo` (real Airflow vs an offline emulator, ~1-2 min)
 #   make test          main env (.venv: Airflow 3.3 + Databricks provider 7.23), then pytest
 #   make test-matrix   every other matrix entry, each in .venv-<name>, same pytest command
 #   make test-<name>   one matrix entry (names: $(MATRIX))
@@ -54,7 +55,7 @@ COMPILE := $(UV) pip compile --quiet --python-version 3.11 \
 
 venv_of = $(if $(filter $(MAIN),$(1)),.venv,.venv-$(1))
 
-.PHONY: docs test test-matrix envs lock lock-upgrade clean uv $(addprefix test-,$(MAIN) $(MATRIX)) \
+.PHONY: demo docs test test-matrix envs lock lock-upgrade clean uv $(addprefix test-,$(MAIN) $(MATRIX)) \
 	$(addprefix env-,$(MAIN) $(MATRIX))
 
 # --- uv bootstrap ---------------------------------------------------------------------------
@@ -75,7 +76,7 @@ define ENV_template
 $(call venv_of,$(1))/.synced: requirements/airflow-$(1).txt pyproject.toml | $(UV)
 	@echo ">> syncing $(call venv_of,$(1)) from requirements/airflow-$(1).txt"
 	@test -x $(call venv_of,$(1))/bin/python || $(UV) venv --quiet --python "$(PYTHON)" $(call venv_of,$(1))
-	$(UV) pip sync --python $(call venv_of,$(1))/bin/python --require-hashes requirements/airflow-$(1).txt
+	$(UV) pip sync --compile-bytecode --python $(call venv_of,$(1))/bin/python --require-hashes requirements/airflow-$(1).txt
 	$(UV) pip install --python $(call venv_of,$(1))/bin/python --no-deps --no-build-isolation -e .
 	@touch $$@
 
@@ -97,6 +98,13 @@ $(foreach n,$(MAIN) $(MATRIX),$(eval $(call ENV_template,$(n))))
 test: test-$(MAIN)
 test-matrix: $(addprefix test-,$(MATRIX))
 envs: $(addprefix env-,$(MAIN) $(MATRIX))
+
+# The demo in the main env, e.g. make demo DEMO_ARGS=--keep. For scripts, once the env exists:
+# .venv/bin/airflow-durable demo --json (stdout is then the JSON document only).
+DEMO_ARGS ?=
+demo: $(call venv_of,$(MAIN))/.synced
+	@echo ">> airflow-durable demo $(DEMO_ARGS) (in $(call venv_of,$(MAIN)))" >&2
+	@$(call venv_of,$(MAIN))/bin/airflow-durable demo $(DEMO_ARGS)
 
 # --- docs ---------------------------------------------------------------------------------
 # mkdocs-material, mkdocstrings are in the main env's lock. Offline: no fonts, no inventories.

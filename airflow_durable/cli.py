@@ -14,8 +14,10 @@ app = typer.Typer(
 
 def _register_subcommands() -> None:
     # Each feature module owns its commands; importing them lazily keeps `--help` fast.
+    from airflow_durable.demo.cli import register as register_demo
     from airflow_durable.lint.cli import register as register_lint
 
+    register_demo(app)
     register_lint(app)
 
 

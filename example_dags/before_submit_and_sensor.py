@@ -46,6 +46,6 @@ with DAG(
     def publish():
         print("nightly tables are ready")
 
-    waited = wait_for_run(submit.output)
+    waited = wait_for_run("{{ ti.xcom_pull(task_ids='submit', key='run_id') }}")
     report = publish()
     submit >> [waited, report]

@@ -157,6 +157,7 @@ class TaskRunner:
         operator = self.make_operator()  # every try is a fresh process with a freshly parsed operator
         self.last_operator = operator
         context = self.context()
+        context["task"] = operator  # Airflow's context carries the task (Airflow 2 link helpers read it)
         method: Callable[..., Any] = operator.execute
         kwargs: dict[str, Any] = {}
         try:
@@ -174,6 +175,7 @@ class TaskRunner:
                     operator = self.make_operator()
                     self.last_operator = operator
                     method = getattr(operator, deferred.method_name)
+                    context["task"] = operator
                     kwargs = {"event": event}
         except WorkerCrash as crash:
             outcome.state, outcome.error = "crashed", crash

@@ -51,3 +51,39 @@ def test_docs_build_strict(tmp_path):
             assert f"airflow_durable.operators.{module.stem}" in operators, module.name
     # Offline: no web-font fetch.
     assert "fonts.googleapis.com" not in (site / "index.html").read_text()
+
+
+def _copy_site_sources(tmp_path: Path) -> Path:
+    import shutil
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copy(ROOT / "mkdocs.yml", root / "mkdocs.yml")
+    shutil.copytree(ROOT / "docs", root / "docs")
+    for name in ("airflow_durable", "example_dags", "tests"):  # read by mkdocstrings and snippets
+        (root / name).symlink_to(ROOT / name)
+    return root
+
+
+def test_strict_build_fails_on_a_broken_link(tmp_path):
+    root = _copy_site_sources(tmp_path)
+    page = root / "docs" / "compatibility.md"
+    page.write_text(page.read_text() + "\nSee [the missing page](no-such-page.md).\n")
+    done = build(tmp_path, root / "mkdocs.yml")
+    assert done.returncode != 0
+    assert "no-such-page.md" in done.stderr
+
+
+def test_system_pages_may_land_in_any_order(tmp_path):
+    """A listed system page that is missing is dropped, with links to it; an unlisted one is appended."""
+    root = _copy_site_sources(tmp_path)
+    (root / "docs" / "systems" / "zz-new-system.md").write_text("# ZZ New System\n\nHello.\n")
+    for listed in ("snowflake.md", "emr.md"):  # listed in mkdocs.yml; pretend they have not landed
+        (root / "docs" / "systems" / listed).unlink(missing_ok=True)
+    done = build(tmp_path, root / "mkdocs.yml")
+    assert done.returncode == 0, done.stderr[-6000:]
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "ZZ New System" in index and "systems/zz-new-system/" in index
+    assert "systems/snowflake/" not in index
+    compatibility = (tmp_path / "site" / "compatibility" / "index.html").read_text()
+    assert "systems/emr/" not in compatibility and "EMR" in compatibility

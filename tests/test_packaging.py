@@ -14,7 +14,7 @@ import pytest
 import airflow_durable
 from airflow_durable.get_provider_info import get_provider_info
 
-OTHER_PROVIDERS = ("google", "amazon", "snowflake", "dbt", "microsoft", "cncf")
+OTHER_PROVIDERS = ("google", "amazon", "snowflake", "dbt", "microsoft", "cncf", "databricks")
 
 
 def test_provider_info_is_valid_for_airflow_and_names_this_distribution():
@@ -61,20 +61,19 @@ def test_importing_the_package_imports_no_airflow_at_all():
     assert not [m for m in loaded if m == "airflow" or m.startswith("airflow.")]
 
 
-#: Operator modules whose own provider is one of OTHER_PROVIDERS (it is not "other" for them).
-OWN_PROVIDER = {"airflow_durable.operators.redshift": "amazon", "airflow_durable.operators.batch": "amazon"}
-
-
 @pytest.mark.parametrize(
-    "module",
+    ("module", "own"),
     [
-        "airflow_durable.operators.databricks",
-        "airflow_durable.engine",
-        "airflow_durable.operators.redshift",
-        "airflow_durable.operators.batch",
+        ("airflow_durable.operators.databricks", "databricks"),
+        ("airflow_durable.engine", None),
+        ("airflow_durable.operators.dbt_cloud", "dbt"),
+        ("airflow_durable.operators.snowflake", "snowflake"),
+        ("airflow_durable.operators.bigquery", "google"),
+        ("airflow_durable.operators.redshift", "amazon"),
+        ("airflow_durable.operators.batch", "amazon"),
     ],
 )
-def test_an_operator_module_imports_no_other_provider(module):
+def test_an_operator_module_imports_no_other_provider(module, own):
     loaded = _modules_after(f"import {module}")
     # Airflow's providers manager reads every installed provider's metadata (its package
     # ``__init__`` and ``get_provider_info``): that is Airflow's doing and loads no provider code.
@@ -84,6 +83,6 @@ def test_an_operator_module_imports_no_other_provider(module):
         m
         for m in loaded - metadata
         for p in OTHER_PROVIDERS
-        if p != OWN_PROVIDER.get(module) and m.startswith(f"airflow.providers.{p}")
+        if p != own and m.startswith(f"airflow.providers.{p}")
     ]
     assert others == []

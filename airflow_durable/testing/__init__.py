@@ -17,14 +17,18 @@ from airflow_durable.testing._core import (
     Ledger,
     LedgerEntry,
     Lifecycle,
+    LoopbackCA,
     LoopbackServer,
     Request,
     Response,
 )
 from airflow_durable.testing.aws import AwsEmulator, AwsJob, MotoServer
 from airflow_durable.testing.batch import BatchEmulator
+from airflow_durable.testing.bigquery import BigQueryEmulator, BigQueryJob
 from airflow_durable.testing.databricks import DatabricksEmulator, DatabricksRun
+from airflow_durable.testing.dbt_cloud import DbtCloudEmulator, DbtCloudRun
 from airflow_durable.testing.redshift_data import RedshiftDataEmulator
+from airflow_durable.testing.snowflake import SnowflakeEmulator, SnowflakeRequest, SnowflakeStatement
 
 __all__ = [
     "AwsEmulator",
@@ -32,15 +36,23 @@ __all__ = [
     "BatchEmulator",
     "MotoServer",
     "RedshiftDataEmulator",
+    "BigQueryEmulator",
+    "BigQueryJob",
     "DatabricksEmulator",
     "DatabricksRun",
+    "DbtCloudEmulator",
+    "DbtCloudRun",
     "EmulatorError",
     "Fault",
     "FaultPlan",
     "Ledger",
     "LedgerEntry",
     "Lifecycle",
+    "LoopbackCA",
     "LoopbackServer",
     "Request",
     "Response",
+    "SnowflakeEmulator",
+    "SnowflakeRequest",
+    "SnowflakeStatement",
 ]

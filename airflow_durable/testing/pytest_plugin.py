@@ -14,6 +14,17 @@ Fixtures:
     with the ``databricks_default`` connection pointing at it (through ``monkeypatch``, so it is
     undone at teardown); stopped at teardown.
 
+``snowflake_emulator``
+    A started :class:`~airflow_durable.testing.SnowflakeEmulator` recording into ``durable_ledger``,
+    with the ``snowflake_default`` connection pointing at it and this process (and its child
+    processes, through the environment) routing ``*.snowflakecomputing.com`` to it over TLS with a
+    throwaway CA (all through ``monkeypatch``, undone at teardown); stopped at teardown.
+
+``bigquery_emulator``
+    A started :class:`~airflow_durable.testing.BigQueryEmulator` recording into ``durable_ledger``,
+    with ``BIGQUERY_EMULATOR_HOST`` and the ``google_cloud_default`` connection (anonymous
+    credentials) pointing at it through ``monkeypatch``; stopped at teardown.
+
 ``redshift_data_emulator`` / ``batch_emulator``
     A started :class:`~airflow_durable.testing.RedshiftDataEmulator` /
     :class:`~airflow_durable.testing.BatchEmulator` recording into ``durable_ledger``, with the
@@ -32,6 +43,11 @@ Example::
         ...  # run the DAG / operator under test, e.g. dag.test()
         assert len(durable_ledger.submissions("databricks")) == 1
 
+``dbt_cloud_emulator``
+    A started :class:`~airflow_durable.testing.DbtCloudEmulator` (HTTPS on loopback with a throwaway
+    CA) recording into ``durable_ledger``, with the ``dbt_cloud_default`` connection and the CA
+    variables (``REQUESTS_CA_BUNDLE``, ``SSL_CERT_FILE``) set through ``monkeypatch``; stopped at teardown.
+
 To use another connection id, install it yourself:
 ``databricks_emulator.install_connection(monkeypatch.setenv, conn_id="my_dbx")``.
 """
@@ -44,7 +60,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from airflow_durable.testing import BatchEmulator, DatabricksEmulator, Ledger, RedshiftDataEmulator
+    from airflow_durable.testing import (
+        BatchEmulator,
+        BigQueryEmulator,
+        DatabricksEmulator,
+        DbtCloudEmulator,
+        Ledger,
+        RedshiftDataEmulator,
+        SnowflakeEmulator,
+    )
     from airflow_durable.testing.aws import AwsEmulator
 
 
@@ -71,6 +95,48 @@ def databricks_emulator(
     # An exception inside the emulator is a bug in it, never a scripted fault: don't let it hide.
     if errors:
         raise AssertionError(f"the Databricks emulator raised while serving the test: {errors!r}")
+
+
+@pytest.fixture
+def snowflake_emulator(
+    durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[SnowflakeEmulator]:
+    """A running Snowflake SQL API emulator installed as the ``snowflake_default`` connection."""
+    from airflow_durable.testing.snowflake import SnowflakeEmulator
+
+    with SnowflakeEmulator(ledger=durable_ledger) as emulator:
+        emulator.install_connection(monkeypatch.setenv, conn_id="snowflake_default")
+        yield emulator
+        errors = list(emulator.server.errors)
+    if errors:
+        raise AssertionError(f"the Snowflake emulator raised while serving the test: {errors!r}")
+
+
+@pytest.fixture
+def dbt_cloud_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[DbtCloudEmulator]:
+    """A running dbt Cloud v2 API emulator installed as the ``dbt_cloud_default`` connection."""
+    from airflow_durable.testing.dbt_cloud import DbtCloudEmulator
+
+    with DbtCloudEmulator(ledger=durable_ledger) as emulator:
+        emulator.install_connection(monkeypatch.setenv, conn_id="dbt_cloud_default")
+        yield emulator
+        assert emulator.server is not None
+        errors = list(emulator.server.errors)
+    if errors:
+        raise AssertionError(f"the dbt Cloud emulator raised while serving the test: {errors!r}")
+
+
+@pytest.fixture
+def bigquery_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[BigQueryEmulator]:
+    """A running BigQuery jobs API emulator installed as the ``google_cloud_default`` connection."""
+    from airflow_durable.testing.bigquery import BigQueryEmulator
+
+    with BigQueryEmulator(ledger=durable_ledger) as emulator:
+        emulator.install(monkeypatch.setenv, conn_id="google_cloud_default")
+        yield emulator
+        errors = list(emulator.server.errors)
+    if errors:
+        raise AssertionError(f"the BigQuery emulator raised while serving the test: {errors!r}")
 
 
 def _aws_emulator(emulator: AwsEmulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:

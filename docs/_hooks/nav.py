@@ -6,6 +6,8 @@
 * A page under ``systems/`` that exists but is not listed is appended to the "Systems" section,
   so a system page merged without its nav line still shows up (and ``omitted_files`` stays strict
   for every other page).
+* A link to an optional page that does not exist yet (``[Snowflake](systems/snowflake.md)``) is
+  rendered as its plain text, so other pages may link to every planned page already.
 * In ``reference/operators.md`` the line ``<!-- operator-modules -->`` becomes one
   ``::: airflow_durable.operators.<module>`` block per operator module that exists, so every
   operator's API reference is rendered from its docstrings without anyone editing the page.
@@ -16,6 +18,8 @@ Only file existence is looked at; nothing is fetched or imported.
 from __future__ import annotations
 
 import logging
+import posixpath
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,7 @@ OPTIONAL_PREFIXES = ("systems/",)
 OPTIONAL_PAGES = frozenset({"demo.md"})
 SYSTEMS_SECTION = "Systems"
 OPERATOR_MARKER = "<!-- operator-modules -->"
+_LINK = re.compile(r"\[(?P<text>[^\]\n]+)\]\((?P<target>[^)\s#]+\.md)(?P<anchor>#[^)\s]*)?\)")
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -96,8 +101,20 @@ def operator_modules() -> list[str]:
     ]
 
 
-def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
-    if OPERATOR_MARKER not in markdown:
-        return markdown
-    blocks = "\n\n".join(f"::: {module}" for module in operator_modules())
-    return markdown.replace(OPERATOR_MARKER, blocks)
+def _unlink_missing(markdown: str, page_uri: str, docs_dir: Path) -> str:
+    def replace(match: re.Match[str]) -> str:
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(page_uri), match["target"]))
+        if _optional(target) and not (docs_dir / target).is_file():
+            log.info("%s: %s not written yet, link rendered as text", page_uri, target)
+            return match["text"]
+        return match[0]
+
+    return _LINK.sub(replace, markdown)
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
+    markdown = _unlink_missing(markdown, page.file.src_uri, Path(config["docs_dir"]))
+    if OPERATOR_MARKER in markdown:
+        blocks = "\n\n".join(f"::: {module}" for module in operator_modules())
+        markdown = markdown.replace(OPERATOR_MARKER, blocks)
+    return markdown

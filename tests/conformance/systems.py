@@ -39,22 +39,31 @@ class SystemCase:
     notimpl: dict[str, str] = field(default_factory=dict)
     #: Why the installed *provider* operator itself cannot run here (then every cell is skipped, saying so).
     upstream_broken: Callable[[], str | None] = lambda: None
-    # Optional, for systems that differ from Databricks (the defaults are Databricks' behaviour).
+    # Optional vocabulary of systems that are not shaped like Databricks (the defaults are Databricks').
+    #: The state a new job starts in (first state of :meth:`lifecycle`).
+    initial: str = "PENDING"
     #: The job id as the provider's XComs carry it.
     xcom_id: Callable[[dict[str, Any]], Any] = lambda xcoms: xcoms["run_id"]
     #: The provider operator's return value for a job id.
     result_for: Callable[[Any], Any] = lambda external_id: None
-    #: Ledger operations that submit a job, and the one that cancels it.
+    #: Ledger operations that submit a job (idempotent replays included), and the one that cancels it.
     submit_operations: frozenset[str] = frozenset({"runs/submit", "run-now"})
     cancel_operation: str = "runs/cancel"
+    #: How the submit→persist window is closed: ``"idempotency"`` (the system dedupes a resubmission
+    #: with the same token) or ``"lookup"`` (the retry finds the job by its token and does not submit).
+    window_closed_by: str = "idempotency"
     #: A stored id of the wrong type for this system.
     wrong_type_id: Any = "x"
+    #: The HTTP status the "status API fails past the provider's retries" cells inject.
+    transient_status: int = 503
     #: Transport of the trigger's status polls, and how many status reads the operator itself makes
     #: between submitting and deferring (a trigger fault must skip them).
     trigger_transport: str = "async"
     pre_defer_status_reads: int = 0
     #: What the failed try's error says when the trigger met a status API error.
     trigger_error_text: str = "trigger failed"
+    #: Replacements for the malformed-event cells, by cell id (a shape that is valid for this system).
+    malformed_events: dict[str, Any] = field(default_factory=dict)
     #: Trigger event key of the job id, and ``success_event(id)``: the event of a succeeded job.
     event_id_key: str = "run_id"
     foreign_id: Any = 999_999
@@ -69,11 +78,6 @@ class SystemCase:
     error_event_is_wellformed: bool = False
     #: Whether a ledger token is one of our durable tokens (degraded runs must send none).
     is_durable_token: Callable[[Any], bool] = lambda token: token is not None
-    #: How the submit→persist window is closed: ``"idempotency"`` (the system dedupes a resubmission
-    #: with the same token) or ``"lookup"`` (the retry finds the job by its token and does not submit).
-    window_closed_by: str = "idempotency"
-    #: The state a new job starts in (first state of :meth:`lifecycle`).
-    initial: str = "PENDING"
 
     def lifecycle(self, ending: str | None = None, active_reads: int = 6) -> list[str]:
         """A job that stays active for ``active_reads`` status reads, then ends (``succeeded`` by default).
@@ -109,7 +113,6 @@ class SystemCase:
             transport=self.trigger_transport,
             predicate=after_operator_reads if self.pre_defer_status_reads else None,
         )
-
 
 
 def _collect() -> list[SystemCase]:

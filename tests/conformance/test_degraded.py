@@ -43,10 +43,14 @@ def test_every_try_submits_fresh(case, emulator, deferrable):
     emulator.lifecycle = case.lifecycle(active_reads=8)
     method, path = case.status_call
     if deferrable:
-        case.add_trigger_fault(emulator, status=503, times=case.status_errors_to_give_up)
+        case.add_trigger_fault(emulator, status=case.transient_status, times=case.status_errors_to_give_up)
     else:
         emulator.faults.add(
-            method=method, path_contains=path, status=503, times=case.status_errors_to_give_up, transport="sync"
+            method=method,
+            path_contains=path,
+            status=case.transient_status,
+            times=case.status_errors_to_give_up,
+            transport="sync",
         )
     runner = degraded_runner(case, emulator, deferrable)
     outcome = runner.run()

@@ -116,7 +116,7 @@ def main() -> int:
     return 0
 
 
-def _tries(run_id: str) -> list[dict[str, Any]]:
+def _tries(run_id: str, dag_id: str = "%") -> list[dict[str, Any]]:
     from sqlalchemy import text
 
     from airflow.settings import Session
@@ -125,22 +125,25 @@ def _tries(run_id: str) -> list[dict[str, Any]]:
         rows = session.execute(
             text(
                 "SELECT try_number, state FROM task_instance_history WHERE task_id='durable_job' "
-                "AND run_id=:run UNION ALL SELECT try_number, state FROM task_instance "
-                "WHERE task_id='durable_job' AND run_id=:run ORDER BY 1"
+                "AND run_id=:run AND dag_id LIKE :dag UNION ALL SELECT try_number, state FROM task_instance "
+                "WHERE task_id='durable_job' AND run_id=:run AND dag_id LIKE :dag ORDER BY 1"
             ),
-            {"run": run_id},
+            {"run": run_id, "dag": dag_id},
         ).all()
     return [{"try": r[0], "state": r[1]} for r in rows]
 
 
-def _xcoms(run_id: str) -> dict[str, Any]:
+def _xcoms(run_id: str, dag_id: str = "%") -> dict[str, Any]:
     from sqlalchemy import text
 
     from airflow.settings import Session
 
     with Session() as session:
         rows = session.execute(
-            text("SELECT key, value FROM xcom WHERE task_id='durable_job' AND run_id=:run"), {"run": run_id}
+            text(
+                "SELECT key, value FROM xcom WHERE task_id='durable_job' AND run_id=:run AND dag_id LIKE :dag"
+            ),
+            {"run": run_id, "dag": dag_id},
         ).all()
     out: dict[str, Any] = {}
     for key, value in rows:

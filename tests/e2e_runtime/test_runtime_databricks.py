@@ -17,6 +17,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import airflow
@@ -26,11 +27,13 @@ if int(airflow.__version__.split(".")[0]) < 3:
     pytest.skip("real-runtime harness is written for Airflow 3.x component CLI", allow_module_level=True)
 
 from airflow_durable import shims  # noqa: E402
+from airflow_durable.demo.deployment import Deployment, DeploymentError  # noqa: E402
 from airflow_durable.testing.databricks import DatabricksEmulator  # noqa: E402
 from tests.e2e_runtime.conftest import SUMMARIES  # noqa: E402
-from tests.e2e_runtime.harness import Deployment, DeploymentError  # noqa: E402
 
 pytestmark = pytest.mark.runtime
+
+DAGS = Path(__file__).resolve().parent / "dags"
 
 TASK_ID = "submit_run"
 DURABLE_DAGS = ("rt_durable_trigger_400", "rt_durable_trigger_5xx", "rt_durable_worker_killed")
@@ -64,7 +67,7 @@ def emulator() -> Iterator[DatabricksEmulator]:
 @pytest.fixture(scope="module")
 def deployment(emulator: DatabricksEmulator) -> Iterator[Deployment]:
     started = time.monotonic()
-    dep = Deployment()
+    dep = Deployment(dags_folder=DAGS)
     try:
         dep.start(dag_ids=DURABLE_DAGS + UPSTREAM_DAGS, timeout=150)
         SUMMARIES.append({"scenario": "deployment start", "seconds": time.monotonic() - started})

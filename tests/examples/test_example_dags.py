@@ -104,7 +104,9 @@ def test_example_dag_runs_against_its_emulator(examples_home, example: ExampleDa
         assert keys <= set(summary["xcoms"].get(task_id, {})), detail
     for task_id, check in example.returns.items():
         assert check(summary["xcoms"].get(task_id, {}).get("return_value")), detail
-    # Nothing failed, so each durable task decided once: submit fresh (degraded: submit, not durable).
-    assert summary["decisions"] == [("fresh_submit" if DURABLE else "not_durable")] * example.submissions, (
-        detail
-    )
+    if DURABLE:
+        # Nothing failed, so each durable task decided once: submit fresh.
+        assert summary["decisions"] == ["fresh_submit"] * example.submissions, detail
+    else:
+        # Degraded: no decision at all (Airflow 2's dag.test() keeps task logs out of stdout, hence <=).
+        assert set(summary["decisions"]) <= {"not_durable"}, detail

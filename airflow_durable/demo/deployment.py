@@ -1,6 +1,7 @@
-"""A real Airflow 3.x deployment for tests: api-server, scheduler, dag-processor, triggerer.
+"""A real Airflow 3.x deployment on one machine: api-server, scheduler, dag-processor, triggerer.
 
-LocalExecutor on SQLite in a throwaway ``AIRFLOW_HOME`` that the harness creates and removes. Every
+Used by ``airflow-durable demo`` and by the real-deployment tests (``tests/e2e_runtime``).
+LocalExecutor on SQLite in a throwaway ``AIRFLOW_HOME`` that :class:`Deployment` creates and removes. Every
 component starts in its own session (``setsid``) with an explicit environment; :meth:`Deployment.stop`
 always ends them: SIGTERM to each process group, SIGKILL after a grace period, then a sweep of any
 process that still carries this deployment's unique ``AIRFLOW_HOME`` (the task processes put
@@ -28,15 +29,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: The components run from the test interpreter's own environment, so they are the Airflow under test.
-VENV_BIN = Path(os.environ.get("AIRFLOW_DURABLE_RUNTIME_BIN", Path(sys.executable).parent))
+__all__ = ["COMPONENTS", "Deployment", "DeploymentError", "TaskInstanceRow", "venv_bin"]
+
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
-DAGS = Path(__file__).resolve().parent / "dags"
-ROOT = Path(__file__).resolve().parents[2]
+#: The directory holding the ``airflow_durable`` package: the components import this same copy.
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
 
-class DeploymentError(AssertionError):
-    """A component did not come up, or a bounded wait ran out; carries the component logs' tails."""
+def venv_bin() -> Path:
+    """Where the ``airflow`` executable is looked up first: ``$AIRFLOW_DURABLE_RUNTIME_BIN``, else the
+    directory of the running interpreter (so the components are the Airflow this process imports)."""
+    return Path(os.environ.get("AIRFLOW_DURABLE_RUNTIME_BIN") or Path(sys.executable).parent)
+
+
+class DeploymentError(RuntimeError):
+    """A component did not come up, or a bounded wait ran out.
+
+    :attr:`reason` says what went wrong, :attr:`logs` holds the tails of the logs that show why
+    (component logs, task logs); ``str()`` is both.
+    """
+
+    def __init__(self, reason: str, logs: str = "") -> None:
+        super().__init__(f"{reason}\n{logs}" if logs else reason)
+        self.reason = reason
+        self.logs = logs
 
 
 def _free_port() -> int:
@@ -46,12 +62,12 @@ def _free_port() -> int:
 
 
 def _airflow_bin() -> str:
-    candidate = VENV_BIN / "airflow"
+    candidate = venv_bin() / "airflow"
     if candidate.exists():
         return str(candidate)
     found = shutil.which("airflow")
     if found is None:
-        raise DeploymentError("no `airflow` executable found")
+        raise DeploymentError(f"no `airflow` executable in {venv_bin()} or on PATH")
     return found
 
 
@@ -64,11 +80,28 @@ class TaskInstanceRow:
 
 
 class Deployment:
-    """One real deployment. Use as a context manager, or call :meth:`start` / :meth:`stop`."""
+    """One real deployment. Use as a context manager, or call :meth:`start` / :meth:`stop`.
 
-    def __init__(self, dags_folder: Path = DAGS, extra_env: Mapping[str, str] | None = None) -> None:
-        self.dags_folder = Path(dags_folder)
-        self.home = Path(tempfile.mkdtemp(prefix="afd-runtime-home-"))
+    :param dags_folder: the DAG bundle the components parse (default: ``dags/`` in the new home).
+    :param extra_env: environment for every component, on top of the defaults (``AIRFLOW__*``
+        settings, emulator connections as ``AIRFLOW_CONN_*``).
+    :param keep_home: keep the ``AIRFLOW_HOME`` (logs, DB, config) after :meth:`stop`; also set by
+        the ``AFD_RUNTIME_KEEP_HOME`` environment variable.
+    :param home_prefix: name prefix of the temporary ``AIRFLOW_HOME``.
+    """
+
+    def __init__(
+        self,
+        dags_folder: Path | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        *,
+        keep_home: bool = False,
+        home_prefix: str = "afd-runtime-home-",
+    ) -> None:
+        self.keep_home = keep_home or bool(os.environ.get("AFD_RUNTIME_KEEP_HOME"))
+        self.home = Path(tempfile.mkdtemp(prefix=home_prefix))
+        self.dags_folder = Path(dags_folder) if dags_folder is not None else self.home / "dags"
+        self.dags_folder.mkdir(exist_ok=True)
         self.logs = self.home / "component-logs"
         self.logs.mkdir()
         self.db_path = self.home / "airflow.db"
@@ -86,8 +119,8 @@ class Deployment:
         api = f"http://127.0.0.1:{self.api_port}"
         env = {
             **base,
-            "PATH": os.pathsep.join([str(VENV_BIN), base.get("PATH", "")]),
-            "PYTHONPATH": str(ROOT),
+            "PATH": os.pathsep.join([str(venv_bin()), base.get("PATH", "")]),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(PACKAGE_PARENT), base.get("PYTHONPATH")) if p),
             "PYTHONWARNINGS": "ignore",
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
@@ -131,12 +164,32 @@ class Deployment:
         self.stop()
 
     def start(self, dag_ids: Iterable[str] = (), timeout: float = 90) -> Deployment:
+        """Migrate the DB, start every component, wait until all are healthy and ``dag_ids`` serialized."""
+        deadline = time.monotonic() + timeout
+        self.migrate(timeout=max(10.0, deadline - time.monotonic()))
+        self.start_components()
+        self.wait_healthy(deadline - time.monotonic())
+        self.wait_dags(dag_ids, deadline - time.monotonic())
+        return self
+
+    def migrate(self, timeout: float = 90) -> None:
+        """``airflow db migrate`` on the fresh SQLite DB (also writes ``airflow.cfg``)."""
+        try:
+            done = self.cli("db", "migrate", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise DeploymentError(f"airflow db migrate did not finish within {timeout:.0f}s") from None
+        except OSError as err:
+            raise DeploymentError(f"airflow db migrate could not start: {err}") from None
+        if done.returncode != 0:
+            raise DeploymentError(
+                f"airflow db migrate failed (exit {done.returncode})",
+                logs=f"----- airflow db migrate (tail) -----\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}",
+            )
+
+    def start_components(self) -> None:
+        """Start api-server, scheduler, dag-processor and triggerer, each in its own session."""
         if self.procs:
             raise RuntimeError("this deployment is already started")
-        deadline = time.monotonic() + timeout
-        done = self.cli("db", "migrate", timeout=max(10.0, deadline - time.monotonic()))
-        if done.returncode != 0:
-            raise DeploymentError(f"airflow db migrate failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
         for component in COMPONENTS:
             log = open(self.logs / f"{component}.log", "wb")  # noqa: SIM115 - closed by the child's exit
             try:
@@ -152,15 +205,27 @@ class Deployment:
                 self._sessions.append(self.procs[component].pid)
             finally:
                 log.close()
-        self.wait_for(self._healthy, deadline - time.monotonic(), "all components healthy")
+
+    def wait_healthy(self, timeout: float = 90) -> None:
+        """Wait until ``/api/v2/monitor/health`` reports every component healthy."""
+        self.wait_for(self._healthy, timeout, "all components healthy")
+
+    def wait_dags(self, dag_ids: Iterable[str], timeout: float = 60) -> None:
+        """Wait until the dag-processor serialized ``dag_ids``; an import error fails at once."""
         wanted = set(dag_ids)
-        if wanted:
-            self.wait_for(
-                lambda: wanted <= self.serialized_dag_ids(),
-                deadline - time.monotonic(),
-                f"DAGs {sorted(wanted)} serialized",
-            )
-        return self
+        if not wanted:
+            return
+
+        def ready() -> bool:
+            if wanted <= self.serialized_dag_ids():
+                return True
+            errors = self.import_errors()
+            if errors:
+                text = "\n".join(f"{name}:\n{trace}" for name, trace in errors.items())
+                raise DeploymentError("the dag-processor could not import the DAG file(s)", logs=text)
+            return False
+
+        self.wait_for(ready, timeout, f"DAGs {sorted(wanted)} serialized")
 
     def stop(self, grace: float = 20.0) -> None:
         """End every process of this deployment: SIGTERM, then SIGKILL after ``grace`` seconds."""
@@ -191,8 +256,9 @@ class Deployment:
                 time.sleep(0.3)
         finally:
             self.procs.clear()
-            if os.environ.get("AFD_RUNTIME_KEEP_HOME"):  # debugging: keep logs and DB
-                print(f"[runtime harness] kept AIRFLOW_HOME {self.home}")
+            if self.keep_home:  # for inspection: logs, DB, airflow.cfg
+                if os.environ.get("AFD_RUNTIME_KEEP_HOME"):  # the caller did not ask: say where it is
+                    print(f"[deployment] kept AIRFLOW_HOME {self.home}", file=sys.stderr)
             else:
                 shutil.rmtree(self.home, ignore_errors=True)
 
@@ -237,7 +303,7 @@ class Deployment:
     def _healthy(self) -> bool:
         for name, proc in self.procs.items():
             if proc.poll() is not None:
-                raise DeploymentError(f"{name} exited with {proc.returncode}\n{self.log_tails()}")
+                raise DeploymentError(f"{name} exited with {proc.returncode}", logs=self.log_tails())
         try:
             with urllib.request.urlopen(
                 f"http://127.0.0.1:{self.api_port}/api/v2/monitor/health", timeout=2
@@ -259,7 +325,7 @@ class Deployment:
                 return value
             if time.monotonic() >= deadline:
                 raise DeploymentError(
-                    f"timed out after {timeout:.0f}s waiting for {what}\n{self.log_tails()}"
+                    f"timed out after {timeout:.0f}s waiting for {what}", logs=self.log_tails()
                 )
             time.sleep(interval)
 
@@ -295,10 +361,27 @@ class Deployment:
         )
 
     def trigger(self, dag_id: str, run_id: str) -> None:
+        """Create a manual DAG run: through the REST API (instant), else ``airflow dags trigger``.
+
+        The API needs no token here: with ``simple_auth_manager_all_admins`` every request is admin.
+        """
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.api_port}/api/v2/dags/{dag_id}/dagRuns",
+            data=json.dumps({"dag_run_id": run_id, "logical_date": None}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                if resp.status in (200, 201):
+                    return
+        except (OSError, ValueError):
+            pass  # an API without the all-admins middleware, or another answer: the CLI says why
         done = self.cli("dags", "trigger", dag_id, "--run-id", run_id)
         if done.returncode != 0:
             raise DeploymentError(
-                f"airflow dags trigger {dag_id} failed:\n{done.stdout}\n{done.stderr[-3000:]}"
+                f"airflow dags trigger {dag_id} failed (exit {done.returncode})",
+                logs=f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}",
             )
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -321,6 +404,10 @@ class Deployment:
 
     def serialized_dag_ids(self) -> set[str]:
         return {row[0] for row in self.query("SELECT dag_id FROM serialized_dag")}
+
+    def import_errors(self) -> dict[str, str]:
+        """``{file name: stack trace}`` of the DAG files the dag-processor failed to import."""
+        return {str(f): str(t) for f, t in self.query("SELECT filename, stacktrace FROM import_error")}
 
     def task_instance(self, dag_id: str, run_id: str, task_id: str) -> TaskInstanceRow | None:
         rows = self.query(

@@ -1,0 +1,187 @@
+"""Durable Snowflake SQL API operator: a drop-in replacement for the provider's ``SnowflakeSqlApiOperator``.
+
+How the SQL API submits, reports, classifies, defers and returns — the durable logic is in
+:mod:`airflow_durable.engine`.
+
+* The external id is the list of statement handles of one request (one handle per statement of a
+  multi-statement request), stored under ``airflow_durable.snowflake_sql_api``.
+* Submission carries the SQL API's native idempotency key: ``requestId`` = the token's UUID
+  (task instance + generation) with ``retry=true``, so a resubmission after a crash between submit
+  and persist returns the statements already started instead of running the SQL again. The hook's
+  own submission code builds and sends the request (``shims.snowflake.IdempotentSqlApiHook``).
+  Not durable (Airflow < 3.3, ``durable=False``): a fresh ``requestId`` and no ``retry``, as upstream.
+* Status aggregates the handles: any unknown answer → unknown (never resubmit on a surprise), any
+  failed handle → failed, any still running → active, all succeeded → succeeded; a 404 means the
+  statements expired.
+* Waiting reuses the provider's poll loop (``deferrable=False``) or defers to the provider's own
+  ``SnowflakeSqlApiTrigger`` (``deferrable=True``) after the provider's one pre-deferral status check.
+* Result and XComs are the provider's: ``query_ids``, return value ``None``; the results are fetched
+  and logged (``check_query_output``) as upstream, and ``hook.query_ids`` is kept in sync for lineage.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import requests
+from airflow.providers.snowflake.operators.snowflake import SnowflakeSqlApiOperator
+from airflow.providers.snowflake.triggers.snowflake_trigger import SnowflakeSqlApiTrigger
+
+from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
+from airflow_durable.shims import snowflake as compat
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from airflow_durable.engine import DurableToken
+
+__all__ = ["DurableSnowflakeSqlApiOperator"]
+
+_PHASES = {"running": JobPhase.ACTIVE, "success": JobPhase.SUCCEEDED, "error": JobPhase.FAILED}
+# The SQL API's statement status codes: 202 running, 200 succeeded, 422 failed (or cancelled).
+_KNOWN_STATUS_CODES = frozenset({200, 202, 422})
+
+
+class DurableSnowflakeSqlApiOperator(DurableJobEngine, SnowflakeSqlApiOperator):
+    """``SnowflakeSqlApiOperator`` whose retries reconnect to the statements instead of running the SQL again.
+
+    Same arguments, templated fields, XComs (``query_ids``) and return value (``None``) as the provider
+    operator, plus ``durable`` (default: durable wherever Airflow has a task state store, i.e. 3.3+).
+
+    Stored under the task-state-store key ``airflow_durable.snowflake_sql_api`` (fixed).
+    """
+
+    external_id_key = "airflow_durable.snowflake_sql_api"
+
+    @cached_property
+    def _hook(self) -> compat.IdempotentSqlApiHook:
+        return compat.sql_api_hook(self)
+
+    # ------------------------------------------------------------------ submit
+    def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> list[str]:
+        self.log.info("Executing: %s", self.sql)
+        hook = self._hook
+        hook.durable_request_id = token.uuid if token is not None else None
+        try:
+            # Set query_ids the moment the statements exist, as the provider does, for on_kill.
+            self.query_ids = hook.execute_query(
+                self.sql, statement_count=self.statement_count, bindings=self.bindings, timeout=self.timeout
+            )
+        finally:
+            hook.durable_request_id = None
+        self.log.info("List of query ids %s", self.query_ids)
+        return list(self.query_ids)
+
+    def durable_parse_id(self, value: Any) -> list[str]:
+        if (
+            not isinstance(value, (list, tuple))
+            or not value
+            or not all(isinstance(handle, str) and handle for handle in value)
+        ):
+            raise ValueError(f"Snowflake statement handles are a non-empty list of strings, got {value!r}")
+        return list(value)
+
+    # ------------------------------------------------------------------ status
+    def durable_status(self, external_id: list[str], context: Mapping[str, Any]) -> str:
+        statuses = []
+        for handle in external_id:
+            try:
+                code, body = compat.statement_status(self._hook, handle)
+            except requests.exceptions.HTTPError as err:
+                if err.response is not None and err.response.status_code == 404:
+                    raise JobNotFoundError(handle) from err
+                raise
+            if code not in _KNOWN_STATUS_CODES:
+                return f"HTTP_{code}"  # an answer the SQL API does not document: unknown, not "failed"
+            statuses.append(compat.process_response(self._hook, code, body)["status"])
+        for status in ("error", "running"):
+            if status in statuses:
+                return status
+        return "success"
+
+    def durable_phase(self, status: str) -> JobPhase | None:
+        return _PHASES.get(status)
+
+    def durable_cancel(self, external_id: list[str]) -> None:
+        # One call per handle, carrying on past a failure (as the provider's trigger does on kill).
+        errors: list[Exception] = []
+        for handle in external_id:
+            try:
+                self._hook.cancel_queries([handle])
+            except Exception as err:
+                self.log.warning("could not cancel Snowflake statement %s: %s", handle, err)
+                errors.append(err)
+        if errors:
+            raise errors[0]
+
+    def on_kill(self) -> None:
+        if self.cancel_on_kill:  # the provider's switch for cancelling on kill
+            super().on_kill()
+
+    # ------------------------------------------------------------------ wait
+    def _track(self, external_id: list[str]) -> None:
+        self.query_ids = list(external_id)
+        # A reconnecting try never ran execute_query on this hook: OpenLineage reads hook.query_ids.
+        self._hook.query_ids = self.query_ids
+
+    def durable_poll(self, external_id: list[str], context: Mapping[str, Any], reconnect: bool) -> None:
+        # The provider's own loop: pushes query_ids, polls every handle, raises on a failed one,
+        # then fetches and logs the output.
+        self.poll_until_complete(list(external_id), context)  # type: ignore[arg-type]
+
+    def durable_defer(self, external_id: list[str], context: Mapping[str, Any], reconnect: bool) -> None:
+        # What the provider's deferrable execute does after execute_query: push the handles, check
+        # each once, complete inline if all succeeded, else defer to its trigger.
+        self._track(external_id)
+        if self.do_xcom_push:
+            context["ti"].xcom_push(key="query_ids", value=self.query_ids)
+        succeeded = []
+        for query_id in self.query_ids:
+            self.log.info("Retrieving status for query id %s", query_id)
+            status = self._hook.get_sql_api_query_status(query_id)
+            if status.get("status") == "running":
+                break
+            if status.get("status") == "success":
+                succeeded.append(query_id)
+            else:
+                raise RuntimeError(f"{status.get('status')}: {status.get('message')}")
+        if len(succeeded) == len(self.query_ids):
+            self.log.info("%s completed successfully.", self.task_id)
+            return
+        self.defer(
+            timeout=self.execution_timeout,
+            trigger=SnowflakeSqlApiTrigger(
+                poll_interval=self.poll_interval,
+                query_ids=self.query_ids,
+                snowflake_conn_id=self.snowflake_conn_id,
+                token_life_time=self.token_life_time,
+                token_renewal_delta=self.token_renewal_delta,
+                cancel_on_kill=self.cancel_on_kill,
+            ),
+            method_name="execute_complete",
+        )
+
+    # ------------------------------------------------------------------ complete
+    def durable_event_id(self, event: Any) -> list[str] | None:
+        if not isinstance(event, dict):
+            raise ValueError(f"expected a dict event, got {type(event).__name__}")
+        status = event.get("status")
+        if status == "success":
+            return self.durable_parse_id(event.get("statement_query_ids"))
+        if status == "error":
+            if not isinstance(event.get("message"), str):
+                raise ValueError("an error event without a message")
+            return None  # the trigger's error events name no handle: they are about the tracked job
+        raise ValueError(f"unknown event status {status!r}")
+
+    def durable_result(
+        self, external_id: list[str], context: Mapping[str, Any], already_succeeded: bool
+    ) -> None:
+        self._track(external_id)
+        if already_succeeded:
+            # No poll or deferral ran in this try: push and fetch what the provider's path would have.
+            if self.do_xcom_push:
+                context["ti"].xcom_push(key="query_ids", value=self.query_ids)
+            self._hook.check_query_output(self.query_ids)
+        return None

@@ -1,0 +1,322 @@
+"""Reach a loopback emulator from clients that hard-code ``https://<name>`` with no port.
+
+Some provider hooks build their URL themselves (Snowflake: ``https://<account>.snowflakecomputing.com``),
+so the only seams left are the ones every TLS client goes through: name resolution and certificate
+trust. This module provides both, without touching any hook or client library code path:
+
+* :class:`TestCertificates` — a throwaway CA and a server certificate for the emulated names, made
+  with ``cryptography``; :meth:`~TestCertificates.server_context` is what the emulator serves with.
+* :func:`route` — resolve a domain (and its subdomains) to ``127.0.0.1:<port>``. It wraps
+  ``socket.getaddrinfo``, which ``requests``/``urllib3`` and ``aiohttp``'s default resolver both call,
+  and returns the emulator's port with the address, so ``https://x.example.com`` (port 443) connects to
+  the emulator's ephemeral port. Every other name resolves as before.
+* :func:`trust` — make this process's clients trust the test CA: ``requests`` through
+  ``REQUESTS_CA_BUNDLE`` (read at every request; set to the test CA alone, so ``requests`` in that
+  process trusts nothing else — tests are offline), ``aiohttp`` through ``SSL_CERT_FILE`` (read when
+  it builds its default context at import; the default trust store plus the test CA) and the
+  already-built default context if it is imported.
+* :func:`environ` — the same, for *other* processes (a scheduler, a triggerer, ``airflow dags test``):
+  environment variables, including a ``PYTHONPATH`` entry whose ``sitecustomize`` applies the routes
+  at interpreter start-up (chaining to any other ``sitecustomize``).
+
+This is test machinery: nothing in ``airflow_durable`` outside ``testing`` imports it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import os
+import socket
+import ssl
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CA_ENV",
+    "ROUTES_ENV",
+    "TestCertificates",
+    "activate_from_environ",
+    "environ",
+    "route",
+    "routes",
+    "trust",
+    "unroute",
+]
+
+#: JSON ``{"domain": ["127.0.0.1", port], ...}``: the routes a child process applies at start-up.
+ROUTES_ENV = "AIRFLOW_DURABLE_TESTING_ROUTES"
+#: Path of the test CA certificate a child process trusts.
+CA_ENV = "AIRFLOW_DURABLE_TESTING_CA"
+
+
+# --------------------------------------------------------------------------- certificates
+class TestCertificates:
+    """A throwaway CA and one server certificate (EC P-256) for ``hostnames``, written to ``directory``.
+
+    ``bundle_file`` is the CA appended to the default trust store (certifi's, where installed), so a
+    process that points ``SSL_CERT_FILE`` / ``REQUESTS_CA_BUNDLE`` at it still trusts everything else.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, hostnames: Sequence[str], directory: str | os.PathLike[str] | None = None) -> None:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+        if not hostnames:
+            raise ValueError("a server certificate needs at least one hostname")
+        self.hostnames = list(hostnames)
+        self.directory = Path(directory or tempfile.mkdtemp(prefix="airflow-durable-tls-"))
+        self.directory.mkdir(parents=True, exist_ok=True)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        validity = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=2))
+
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "airflow-durable test CA")])
+        ca_cert = (
+            x509.CertificateBuilder()
+            .subject_name(ca_name)
+            .issuer_name(ca_name)
+            .public_key(ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(validity[0])
+            .not_valid_after(validity[1])
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+
+        key = ec.generate_private_key(ec.SECP256R1())
+        names: list[x509.GeneralName] = []
+        for name in self.hostnames:
+            try:
+                names.append(x509.IPAddress(ipaddress.ip_address(name)))
+            except ValueError:
+                names.append(x509.DNSName(name))
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, self.hostnames[0])]))
+            .issuer_name(ca_name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(validity[0])
+            .not_valid_after(validity[1])
+            .add_extension(x509.SubjectAlternativeName(names), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+            )
+            .sign(ca_key, hashes.SHA256())
+        )
+
+        pem = serialization.Encoding.PEM
+        self.ca_file = self.directory / "ca.pem"
+        self.cert_file = self.directory / "server.pem"
+        self.key_file = self.directory / "server.key"
+        self.bundle_file = self.directory / "bundle.pem"
+        self.ca_file.write_bytes(ca_cert.public_bytes(pem))
+        self.cert_file.write_bytes(cert.public_bytes(pem))
+        self.key_file.write_bytes(
+            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        )
+        self.bundle_file.write_bytes(_default_bundle() + b"\n" + self.ca_file.read_bytes())
+
+    def server_context(self) -> ssl.SSLContext:
+        """The server-side TLS context an emulator serves with."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.cert_file, self.key_file)
+        context.set_alpn_protocols(["http/1.1"])
+        return context
+
+    def client_context(self) -> ssl.SSLContext:
+        """A client context that trusts only the test CA (for tests of the emulator itself)."""
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+
+def _default_bundle() -> bytes:
+    try:
+        import certifi
+
+        return Path(certifi.where()).read_bytes()
+    except (ImportError, OSError):
+        paths = ssl.get_default_verify_paths()
+        for candidate in (paths.cafile, paths.openssl_cafile):
+            if candidate and os.path.exists(candidate):
+                return Path(candidate).read_bytes()
+    return b""
+
+
+# --------------------------------------------------------------------------- name routing
+_lock = threading.Lock()
+_routes: dict[str, list[tuple[str, int]]] = {}  # domain -> stack of (address, port); the last one wins
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _lookup(host: Any) -> tuple[str, int] | None:
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if not isinstance(host, str):
+        return None
+    name = host.rstrip(".").lower()
+    with _lock:
+        for domain, stack in _routes.items():
+            if stack and (name == domain or name.endswith("." + domain)):
+                return stack[-1]
+    return None
+
+
+def _routing_getaddrinfo(
+    host: Any, port: Any, family: int = 0, type: int = 0, proto: int = 0, flags: int = 0
+) -> list[Any]:
+    target = _lookup(host)
+    if target is None:
+        return _real_getaddrinfo(host, port, family, type, proto, flags)
+    address, target_port = target
+    # Only TCP is served; answering with the emulator's port is what redirects the implicit 443.
+    return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, target_port))]
+
+
+def route(domain: str, port: int, address: str = "127.0.0.1") -> None:
+    """Resolve ``domain`` and every subdomain to ``address:port`` in this process.
+
+    Routes stack: the latest one of a domain wins until :func:`unroute` removes it.
+    """
+    domain = domain.lstrip("*.").rstrip(".").lower()
+    with _lock:
+        _routes.setdefault(domain, []).append((address, int(port)))
+        socket.getaddrinfo = _routing_getaddrinfo  # idempotent; every other name goes to the real one
+
+
+def unroute(domain: str, port: int | None = None) -> None:
+    """Undo the latest :func:`route` of ``domain`` (or the one to ``port``); the previous one applies."""
+    domain = domain.lstrip("*.").rstrip(".").lower()
+    with _lock:
+        stack = _routes.get(domain, [])
+        for index in range(len(stack) - 1, -1, -1):
+            if port is None or stack[index][1] == port:
+                del stack[index]
+                break
+        if not stack:
+            _routes.pop(domain, None)
+        if not _routes and socket.getaddrinfo is _routing_getaddrinfo:
+            socket.getaddrinfo = _real_getaddrinfo
+
+
+def routes() -> dict[str, tuple[str, int]]:
+    """The routes in effect in this process."""
+    with _lock:
+        return {domain: stack[-1] for domain, stack in _routes.items() if stack}
+
+
+# --------------------------------------------------------------------------- trust
+def trust(ca_file: str | os.PathLike[str]) -> None:
+    """Trust ``ca_file`` in ``aiohttp``'s already-built default context, if ``aiohttp`` is imported.
+
+    ``requests`` and a later ``aiohttp`` import read the environment instead (see :func:`environ`).
+    """
+    connector = sys.modules.get("aiohttp.connector")
+    context = getattr(connector, "_SSL_CONTEXT_VERIFIED", None)
+    if isinstance(context, ssl.SSLContext):
+        context.load_verify_locations(cafile=str(ca_file))
+
+
+# --------------------------------------------------------------------------- other processes
+_SITECUSTOMIZE = '''"""Written by airflow_durable.testing._tls: apply emulator routes here, then chain."""
+import os
+import sys
+
+if os.environ.get("{routes_env}"):
+    try:
+        from airflow_durable.testing._tls import activate_from_environ
+
+        activate_from_environ()
+    except Exception as error:  # never break the interpreter; say why the emulator is unreachable
+        sys.stderr.write(f"airflow-durable testing: could not route to the emulator: {{error!r}}\\n")
+
+# Run the sitecustomize this file shadows, if there is one further down sys.path.
+def _chain():
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+_chain()
+'''
+
+_site_dir: Path | None = None
+
+
+def sitecustomize_dir() -> Path:
+    """A directory holding the ``sitecustomize.py`` that applies :data:`ROUTES_ENV` at start-up."""
+    global _site_dir
+    with _lock:
+        if _site_dir is None:
+            directory = Path(tempfile.mkdtemp(prefix="airflow-durable-site-"))
+            (directory / "sitecustomize.py").write_text(_SITECUSTOMIZE.format(routes_env=ROUTES_ENV))
+            _site_dir = directory
+        return _site_dir
+
+
+def environ(
+    domains: Mapping[str, int], certificates: TestCertificates, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Environment variables that make a child Python process reach the emulator like this one does.
+
+    :param domains: ``{domain: port}`` to route to 127.0.0.1.
+    :param base: the environment the variables are added to (only ``PYTHONPATH`` is read from it).
+    """
+    base = os.environ if base is None else base
+    pythonpath = [str(sitecustomize_dir())]
+    if base.get("PYTHONPATH"):
+        pythonpath.append(base["PYTHONPATH"])
+    return {
+        ROUTES_ENV: json.dumps({domain: ["127.0.0.1", port] for domain, port in domains.items()}),
+        CA_ENV: str(certificates.ca_file),
+        # Only the test CA: requests loads this file on every request, and the full bundle costs
+        # ~0.1 s each time. aiohttp reads SSL_CERT_FILE once, at import, so it gets the full bundle.
+        "REQUESTS_CA_BUNDLE": str(certificates.ca_file),
+        "SSL_CERT_FILE": str(certificates.bundle_file),
+        "PYTHONPATH": os.pathsep.join(pythonpath),
+    }
+
+
+def activate_from_environ(env: Mapping[str, str] | None = None) -> None:
+    """Apply the routes and CA named by :data:`ROUTES_ENV` / :data:`CA_ENV` (what ``sitecustomize`` calls)."""
+    env = os.environ if env is None else env
+    raw = env.get(ROUTES_ENV)
+    if not raw:
+        return
+    for domain, (address, port) in json.loads(raw).items():
+        if _lookup(domain) != (address, int(port)):
+            route(domain, int(port), address)
+    if env.get(CA_ENV):
+        trust(env[CA_ENV])

@@ -1,0 +1,524 @@
+"""An offline emulator of the Snowflake SQL API v2, as the provider's ``SnowflakeSqlApiHook`` calls it.
+
+The hook hard-codes ``https://<account>[.<region>].snowflakecomputing.com`` (no port, no scheme
+choice), so the emulator serves HTTPS on an ephemeral loopback port with a throwaway CA, and routes
+``*.snowflakecomputing.com`` to that port (:mod:`airflow_durable.testing._tls`). The unmodified hook
+reaches it through its sync path (``requests``) and its trigger's async path (``aiohttp``), in this
+process, and in child processes started with :meth:`SnowflakeEmulator.environ`::
+
+    with SnowflakeEmulator(lifecycle=["RUNNING", "SUCCESS"]) as sf:
+        sf.install_connection(monkeypatch.setenv)          # connection + CA trust env vars
+        handles = SnowflakeSqlApiHook("snowflake_default").execute_query("select 1; select 2", 0)
+        sf.set_state(handles[1], "FAILED")
+        assert sf.ledger.submissions()[0].external_id == handles
+
+What it implements:
+
+* ``POST /api/v2/statements?requestId=<uuid>&async=true[&retry=true]`` — one statement, or several
+  (``MULTI_STATEMENT_COUNT`` 0 or > 1 and ``;``-separated SQL) answered with ``statementHandles``. A
+  ``requestId`` seen before *with* ``retry=true`` is not executed again: the answer names the handles
+  of the first execution (ledger entry ``created=False``). Without ``retry=true`` every request
+  executes (the SQL API only deduplicates a request that says it is a retry).
+* ``GET /api/v2/statements/{handle}`` — ``202`` while the statement runs, ``200`` with a result set
+  when it succeeded, ``422`` with ``code``/``sqlState`` when it failed or was cancelled, ``404`` for
+  a handle it does not know (or :meth:`expire`-d).
+* ``POST /api/v2/statements/{handle}/cancel``.
+
+States (each ``GET`` of a handle returns its current state, then advances the handle's script; the
+last state is sticky): ``PENDING``, ``QUEUED``, ``RUNNING`` (202), ``SUCCESS`` (200), ``FAILED``,
+``CANCELLED`` (422), and ``HTTP_<code>`` (served as that status, to see how a client copes with an
+answer it does not expect). Authentication: a Programmatic Access Token (the connection's password).
+
+This module imports nothing from Airflow.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_durable.testing import _tls
+from airflow_durable.testing._core import (
+    EmulatorError,
+    FaultPlan,
+    Ledger,
+    Lifecycle,
+    LoopbackServer,
+    Request,
+    Response,
+)
+
+__all__ = ["DEFAULT_LIFECYCLE", "SnowflakeEmulator", "SnowflakeRequest", "SnowflakeStatement"]
+
+SYSTEM = "snowflake"
+DOMAIN = "snowflakecomputing.com"
+SUBMIT_OPERATION = "statements"
+CANCEL_OPERATION = "statements/cancel"
+DEFAULT_LIFECYCLE: tuple[str, ...] = ("QUEUED", "RUNNING", "SUCCESS")
+ACTIVE_STATES = frozenset({"PENDING", "QUEUED", "RUNNING"})
+_HTTP_STATE = re.compile(r"\AHTTP_(\d{3})\Z")
+_KNOWN_STATES = ACTIVE_STATES | {"SUCCESS", "FAILED", "CANCELLED"}
+
+EnvironSetter = Callable[[str, str], Any] | MutableMapping[str, str]
+
+
+def _validate_state(state: str) -> str:
+    if state not in _KNOWN_STATES and not _HTTP_STATE.match(state):
+        raise ValueError(
+            f"unknown Snowflake emulator state {state!r}: use one of {sorted(_KNOWN_STATES)} or HTTP_<code>"
+        )
+    return state
+
+
+def _error(status: int, code: str, message: str, **extra: Any) -> EmulatorError:
+    return EmulatorError(status, {"code": code, "message": message, **extra})
+
+
+def _error_body(status: int, message: str) -> dict[str, str]:
+    # The SQL API's own error shape, used for injected faults and unknown endpoints too.
+    codes = {400: "391903", 401: "390303", 404: "000709", 429: "000610", 503: "000611"}
+    return {"code": codes.get(status, "000000"), "message": message}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class SnowflakeStatement:
+    """One statement as the emulator holds it (``emulator.statement(handle)``)."""
+
+    handle: str
+    sql: str
+    request_id: str
+    lifecycle: Lifecycle
+    created_on: int = field(default_factory=_now_ms)
+    #: True once a cancel asked for it, even if it was already done.
+    cancelled: bool = False
+    expired: bool = False
+    #: How many status GETs it has answered.
+    gets: int = 0
+    #: The result set ``GET`` returns on success: ``(column names, rows)``.
+    result: tuple[list[str], list[list[Any]]] = (["STATUS"], [["ok"]])
+
+    @property
+    def state(self) -> str:
+        """The current state (reading it does not advance the script)."""
+        return self.lifecycle.current
+
+
+@dataclass
+class SnowflakeRequest:
+    """One executed ``POST /api/v2/statements``: the logical job a task submits."""
+
+    request_id: str
+    handles: list[str]
+    payload: dict[str, Any]
+    statements: list[SnowflakeStatement]
+    #: The multi-statement request's own handle (``None`` for a single statement).
+    parent_handle: str | None = None
+
+    @property
+    def state(self) -> str:
+        """The request's state: ``FAILED``/``CANCELLED`` if any statement ended so, else ``RUNNING``
+        while any runs, else ``SUCCESS`` (the state of all of them when they agree)."""
+        states = [s.state for s in self.statements]
+        if len(set(states)) == 1:
+            return states[0]
+        for bad in ("FAILED", "CANCELLED"):
+            if bad in states:
+                return bad
+        for state in states:
+            if state in ACTIVE_STATES or _HTTP_STATE.match(state):
+                return "RUNNING" if state in ACTIVE_STATES else state
+        return "SUCCESS"
+
+
+class SnowflakeEmulator:
+    """The Snowflake SQL API v2 on a loopback HTTPS port, with a ledger, scripted statements and faults.
+
+    :param ledger: shared ledger (a fresh one if omitted); every mutating call is recorded. A
+        submission's ``external_id`` is the list of statement handles, its ``token`` the ``requestId``
+        when the request asked for deduplication (``retry=true``), else ``None``.
+    :param lifecycle: default state script of every new statement (``DEFAULT_LIFECYCLE`` if omitted).
+    :param account: the connection's account; the hook then calls ``https://<account>.snowflakecomputing.com``.
+    :param token: the Programmatic Access Token the connection carries and the server requires.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger | None = None,
+        lifecycle: Sequence[str] | None = None,
+        *,
+        account: str = "emulator",
+        token: str = "pat-emulator-token",
+        faults: FaultPlan | None = None,
+    ) -> None:
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.faults = faults if faults is not None else FaultPlan()
+        self.account = account
+        self.token = token
+        self.lifecycle = lifecycle
+        self._queued_lifecycles: list[list[str]] = []
+        self.statements: dict[str, SnowflakeStatement] = {}
+        self.requests: list[SnowflakeRequest] = []
+        self._by_request_id: dict[str, SnowflakeRequest] = {}
+        self._parents: dict[str, SnowflakeRequest] = {}
+        self._lock = threading.RLock()
+        self._serial = itertools.count(1)
+        self.certificates = _tls.TestCertificates([f"*.{DOMAIN}", DOMAIN])
+        self.server = LoopbackServer(
+            name="snowflake-emulator",
+            faults=self.faults,
+            error_body=_error_body,
+            ssl_context=self.certificates.server_context(),
+        )
+        self._add_routes()
+
+    # ------------------------------------------------------------------ lifecycle of the emulator
+    @property
+    def lifecycle(self) -> list[str]:
+        """The default state script a new statement starts with."""
+        return list(self._lifecycle)
+
+    @lifecycle.setter
+    def lifecycle(self, states: Sequence[str] | None) -> None:
+        states = [_validate_state(s) for s in (DEFAULT_LIFECYCLE if states is None else states)]
+        Lifecycle(states)
+        self._lifecycle = states
+
+    def queue_lifecycles(self, *scripts: Sequence[str]) -> None:
+        """Give the statements of the next new requests these scripts (one per request), in order."""
+        for states in scripts:
+            Lifecycle([_validate_state(s) for s in states])
+        with self._lock:
+            self._queued_lifecycles.extend(list(states) for states in scripts)
+
+    def start(self) -> SnowflakeEmulator:
+        if not self.server.running:
+            self.server.start()
+            _tls.route(DOMAIN, self.server.port)
+            _tls.trust(self.certificates.ca_file)
+        return self
+
+    def stop(self) -> None:
+        if self.server.running:
+            port = self.server.port
+            self.server.stop()
+            _tls.unroute(DOMAIN, port)
+
+    def __enter__(self) -> SnowflakeEmulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def url(self) -> str:
+        """What the hook calls (resolved to the loopback port by the route)."""
+        return f"https://{self.account}.{DOMAIN}"
+
+    # ------------------------------------------------------------------ connection and environment
+    def connection(self) -> dict[str, Any]:
+        """The Airflow connection fields the unmodified hook accepts for this emulator (PAT auth)."""
+        return {
+            "conn_type": "snowflake",
+            "login": "emulator_user",
+            "password": self.token,
+            "schema": "PUBLIC",
+            "extra": {
+                "account": self.account,
+                "warehouse": "EMULATOR_WH",
+                "database": "EMULATOR_DB",
+                "role": "EMULATOR_ROLE",
+                "authenticator": "programmatic_access_token",
+            },
+        }
+
+    def connection_uri(self) -> str:
+        """The JSON value for an ``AIRFLOW_CONN_<ID>`` environment variable."""
+        return json.dumps(self.connection())
+
+    def environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """What a *child* process needs to reach this emulator: CA trust and name routing.
+
+        Pass it (with the connection variable) to a scheduler, triggerer or ``airflow dags test``.
+        """
+        return _tls.environ({DOMAIN: self.port}, self.certificates, base)
+
+    def install_connection(
+        self, environ_setter: EnvironSetter | None = None, conn_id: str = "snowflake_default"
+    ) -> str:
+        """Install the connection as ``AIRFLOW_CONN_<CONN_ID>``, plus :meth:`environ`; returns its name.
+
+        :param environ_setter: a ``(name, value)`` callable such as ``monkeypatch.setenv`` (undone at
+            teardown), or a mutable mapping such as ``os.environ`` (the default: permanent for this
+            process and inherited by child processes).
+        """
+        name = f"AIRFLOW_CONN_{conn_id.upper()}"
+        target = os.environ if environ_setter is None else environ_setter
+        values = {**self.environ(), name: self.connection_uri()}
+        for key, value in values.items():
+            if callable(target):
+                target(key, value)
+            else:
+                target[key] = value
+        return name
+
+    # ------------------------------------------------------------------ test controls
+    def statement(self, handle: str) -> SnowflakeStatement:
+        with self._lock:
+            try:
+                return self.statements[handle]
+            except KeyError:
+                raise KeyError(f"the Snowflake emulator has no statement {handle!r}") from None
+
+    def request(self, handles: str | Iterable[str]) -> SnowflakeRequest:
+        """The request that created ``handles`` (a handle or a list of them, e.g. a ``query_ids`` XCom)."""
+        wanted = [handles] if isinstance(handles, str) else list(handles)
+        with self._lock:
+            for req in self.requests:
+                if req.handles == wanted or (len(wanted) == 1 and wanted[0] in req.handles):
+                    return req
+        raise KeyError(f"the Snowflake emulator has no request with handles {wanted!r}")
+
+    run = request  # the conformance suite's name for "the external job"
+
+    def _targets(self, handles: str | Iterable[str]) -> list[SnowflakeStatement]:
+        return [self.statement(h) for h in ([handles] if isinstance(handles, str) else handles)]
+
+    def script(self, handles: str | Iterable[str], states: Sequence[str]) -> None:
+        """Replace the remaining state script of a statement (or of each of a list of them)."""
+        for statement in self._targets(handles):
+            statement.lifecycle = Lifecycle([_validate_state(s) for s in states])
+
+    def set_state(self, handles: str | Iterable[str], state: str) -> None:
+        """Force a statement (or each of a list of them) into ``state`` for good."""
+        _validate_state(state)
+        for statement in self._targets(handles):
+            statement.lifecycle.set_state(state)
+
+    def expire(self, handles: str | Iterable[str]) -> None:
+        """Forget statements: every later call about them answers 404, as after the result expired.
+
+        Their request's ``requestId`` is forgotten with them, so a retry with it executes anew.
+        """
+        with self._lock:
+            for statement in self._targets(handles):
+                statement.expired = True
+                req = self._by_request_id.get(statement.request_id)
+                if req is not None and statement in req.statements:
+                    del self._by_request_id[statement.request_id]
+
+    # ------------------------------------------------------------------ routing
+    def _add_routes(self) -> None:
+        self.server.route("POST", "/api/v2/statements", self._authenticated(self._submit))
+        self.server.route("GET", "/api/v2/statements/{handle}", self._authenticated(self._get))
+        self.server.route("POST", "/api/v2/statements/{handle}/cancel", self._authenticated(self._cancel))
+
+    def _authenticated(self, handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        def wrapper(request: Request) -> Any:
+            if request.headers.get("Authorization") != f"Bearer {self.token}" or request.headers.get(
+                "X-Snowflake-Authorization-Token-Type"
+            ) not in ("PROGRAMMATIC_ACCESS_TOKEN", None):
+                raise _error(401, "390303", "Invalid OAuth access token. ")
+            with self._lock:
+                return handler(request)
+
+        return wrapper
+
+    # ------------------------------------------------------------------ endpoints
+    def _status_url(self, handle: str) -> str:
+        return f"/api/v2/statements/{handle}"
+
+    def _new_handle(self) -> str:
+        # Real handles look like "01b2c3d4-0000-1a2b-0000-00010203040f": a UUID-shaped string.
+        return str(uuid.UUID(int=(0x01BE5EED << 96) | next(self._serial)))
+
+    @staticmethod
+    def _split(sql: str) -> list[str]:
+        return [part.strip() for part in sql.split(";") if part.strip()]
+
+    def _submit(self, request: Request) -> Response:
+        query = request.query
+        request_id = query.get("requestId") or str(uuid.uuid4())
+        try:
+            uuid.UUID(request_id)
+        except ValueError:
+            raise _error(400, "391903", f"requestId {request_id!r} is not a UUID") from None
+        retry = str(query.get("retry", "")).lower() == "true"
+        body = dict(request.json or {})
+        payload = {"requestId": request_id, "retry": retry, "async": query.get("async"), **body}
+        token = request_id if retry else None
+
+        existing = self._by_request_id.get(request_id) if retry else None
+        if existing is not None:
+            self.ledger.record(
+                SYSTEM,
+                SUBMIT_OPERATION,
+                external_id=existing.handles,
+                token=token,
+                created=False,
+                payload=payload,
+            )
+            return self._accepted(existing)
+
+        sql = str(body.get("statement") or "")
+        if not sql.strip():
+            raise _error(400, "391903", "Statement is empty.")
+        count = int((body.get("parameters") or {}).get("MULTI_STATEMENT_COUNT", 1) or 0)
+        parts = self._split(sql)
+        if count == 1 and len(parts) > 1 or count > 1 and count != len(parts):
+            raise _error(
+                422,
+                "000008",
+                f"Actual statement count {len(parts)} did not match the desired statement count "
+                f"{count or 1}.",
+                sqlState="0A000",
+            )
+        multi = count != 1 and len(parts) > 1
+        script = self._queued_lifecycles.pop(0) if self._queued_lifecycles else self._lifecycle
+        statements = [
+            SnowflakeStatement(
+                handle=self._new_handle(), sql=part, request_id=request_id, lifecycle=Lifecycle(script)
+            )
+            for part in (parts if multi else [sql.strip()])
+        ]
+        for statement in statements:
+            self.statements[statement.handle] = statement
+        req = SnowflakeRequest(
+            request_id=request_id,
+            handles=[s.handle for s in statements],
+            payload=payload,
+            statements=statements,
+            parent_handle=self._new_handle() if multi else None,
+        )
+        self.requests.append(req)
+        if req.parent_handle is not None:
+            self._parents[req.parent_handle] = req
+        self._by_request_id[request_id] = req
+        self.ledger.record(
+            SYSTEM, SUBMIT_OPERATION, external_id=req.handles, token=token, created=True, payload=payload
+        )
+        return self._accepted(req)
+
+    def _accepted(self, req: SnowflakeRequest) -> Response:
+        handle = req.parent_handle or req.handles[0]
+        body: dict[str, Any] = {
+            "code": "333334",
+            "message": "Asynchronous execution in progress. Use provided query id to perform query "
+            "monitoring and management.",
+            "statementHandle": handle,
+            "statementStatusUrl": self._status_url(handle),
+        }
+        if req.parent_handle is not None:
+            body["statementHandles"] = list(req.handles)
+        return Response(202, body)
+
+    def _live(self, handle: str) -> SnowflakeStatement:
+        statement = self.statements.get(handle)
+        if statement is None or statement.expired:
+            raise _error(
+                404, "000709", f"Statement {handle} not found", sqlState="02000", statementHandle=handle
+            )
+        return statement
+
+    def _get(self, request: Request) -> Response:
+        handle = request.path_params["handle"]
+        parent = self._parents.get(handle)
+        if parent is not None:
+            return self._get_parent(parent)
+        statement = self._live(handle)
+        statement.gets += 1
+        return self._answer(statement, statement.lifecycle.read())
+
+    def _get_parent(self, req: SnowflakeRequest) -> Response:
+        answers = [self._answer(s, s.state) for s in req.statements]
+        for answer in answers:
+            if answer.status != 200:
+                return answer
+        body = dict(answers[0].json)
+        body.update({"statementHandle": req.parent_handle, "statementHandles": list(req.handles)})
+        return Response(200, body)
+
+    def _answer(self, statement: SnowflakeStatement, state: str) -> Response:
+        handle = statement.handle
+        if state in ACTIVE_STATES:
+            return Response(
+                202,
+                {
+                    "code": "333334",
+                    "message": "Asynchronous execution in progress. Use provided query id to perform "
+                    "query monitoring and management.",
+                    "statementHandle": handle,
+                    "statementStatusUrl": self._status_url(handle),
+                },
+            )
+        if state == "SUCCESS":
+            columns, rows = statement.result
+            return Response(
+                200,
+                {
+                    "code": "090001",
+                    "sqlState": "00000",
+                    "message": "Statement executed successfully.",
+                    "statementHandle": handle,
+                    "statementStatusUrl": self._status_url(handle),
+                    "createdOn": statement.created_on,
+                    "resultSetMetaData": {
+                        "numRows": len(rows),
+                        "format": "jsonv2",
+                        "rowType": [{"name": c, "type": "text", "nullable": True} for c in columns],
+                        "partitionInfo": [{"rowCount": len(rows)}],
+                    },
+                    "data": rows,
+                },
+            )
+        if state == "FAILED":
+            return Response(
+                422,
+                {
+                    "code": "000904",
+                    "sqlState": "42000",
+                    "message": "SQL compilation error: error line 1 at position 7\ninvalid identifier 'X'",
+                    "statementHandle": handle,
+                },
+            )
+        if state == "CANCELLED":
+            return Response(
+                422,
+                {
+                    "code": "000604",
+                    "sqlState": "57014",
+                    "message": "SQL execution canceled",
+                    "statementHandle": handle,
+                },
+            )
+        code = int(_HTTP_STATE.match(state).group(1))  # type: ignore[union-attr]
+        return Response(
+            code, {"code": "000000", "message": f"emulated HTTP {code}", "statementHandle": handle}
+        )
+
+    def _cancel(self, request: Request) -> Response:
+        handle = request.path_params["handle"]
+        statement = self._live(handle)
+        statement.cancelled = True
+        changed = statement.state in ACTIVE_STATES
+        if changed:
+            statement.lifecycle.set_state("CANCELLED")
+        self.ledger.record(SYSTEM, CANCEL_OPERATION, external_id=handle, payload={"changed": changed})
+        return Response(
+            200, {"code": "000000", "message": "successfully canceled", "statementHandle": handle}
+        )

@@ -1,0 +1,259 @@
+"""The Snowflake SQL API emulator, reached by the unmodified provider hook (requests) and trigger (aiohttp).
+
+The hook hard-codes ``https://<account>.snowflakecomputing.com``: these tests also prove the TLS +
+name-routing seam works in this process and in a child process, with no hook patched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import uuid
+from typing import Any
+
+import pytest
+
+pytest.importorskip("airflow.providers.snowflake")
+
+import requests  # noqa: E402
+from airflow.providers.snowflake.hooks.sql_api import SnowflakeSqlApiHook  # noqa: E402
+from airflow.providers.snowflake.triggers.snowflake_trigger import SnowflakeSqlApiTrigger  # noqa: E402
+
+from airflow_durable.testing import _tls  # noqa: E402
+from tests.testing.conftest import fast_retry_args  # noqa: E402
+
+
+def hook(attempts: int = 3) -> SnowflakeSqlApiHook:
+    return SnowflakeSqlApiHook("snowflake_default", api_retry_args=fast_retry_args(attempts))
+
+
+def trigger(handles: list[str]) -> SnowflakeSqlApiTrigger:
+    from datetime import timedelta
+
+    return SnowflakeSqlApiTrigger(
+        poll_interval=0,
+        query_ids=handles,
+        snowflake_conn_id="snowflake_default",
+        token_life_time=timedelta(minutes=59),
+        token_renewal_delta=timedelta(minutes=54),
+    )
+
+
+async def first_event(t: SnowflakeSqlApiTrigger, timeout: float = 20) -> dict[str, Any]:
+    async def run() -> dict[str, Any]:
+        async for event in t.run():
+            return event.payload
+        raise AssertionError("the trigger ended without an event")
+
+    return await asyncio.wait_for(run(), timeout)
+
+
+def post(emulator: Any, sql: str, *, request_id: str, retry: bool, count: int = 0) -> requests.Response:
+    """A raw submission, for the requestId/retry semantics the hook itself cannot express."""
+    params: dict[str, Any] = {"requestId": request_id, "async": "true"}
+    if retry:
+        params["retry"] = "true"
+    return requests.post(
+        f"{emulator.url}/api/v2/statements",
+        params=params,
+        json={"statement": sql, "parameters": {"MULTI_STATEMENT_COUNT": count}},
+        headers={
+            "Authorization": f"Bearer {emulator.token}",
+            "X-Snowflake-Authorization-Token-Type": "PROGRAMMATIC_ACCESS_TOKEN",
+        },
+        timeout=10,
+    )
+
+
+# --------------------------------------------------------------------------- the sync path (requests)
+def test_hook_submits_a_multi_statement_request_and_reads_each_handle(snowflake_emulator, durable_ledger):
+    snowflake_emulator.lifecycle = ["RUNNING", "SUCCESS"]
+    handles = hook().execute_query("insert into t select 1; select 2", statement_count=2)
+    assert len(handles) == 2 and len(set(handles)) == 2
+    [entry] = durable_ledger.submissions("snowflake")
+    assert entry.external_id == handles and entry.token is None  # the hook never sends retry=true
+    uuid.UUID(entry.payload["requestId"])
+    assert entry.payload["parameters"]["MULTI_STATEMENT_COUNT"] == 2
+    assert hook().get_sql_api_query_status(handles[0])["status"] == "running"
+    assert hook().get_sql_api_query_status(handles[0])["status"] == "success"
+    # A state is what the next read returns: handle 0 is done, handle 1 has not started its script.
+    assert snowflake_emulator.request(handles).state == "RUNNING"
+    assert hook().get_sql_api_query_status(handles[1])["status"] == "running"  # each handle its own script
+    assert {r.transport for r in snowflake_emulator.server.requests_to("/statements")} == {"sync"}
+
+
+def test_single_statement_and_result_rows(snowflake_emulator):
+    snowflake_emulator.lifecycle = ["SUCCESS"]
+    [handle] = hook().execute_query("select 42", statement_count=1)
+    snowflake_emulator.statement(handle).result = (["ANSWER"], [["42"]])
+    assert hook().get_result_from_successful_sql_api_query(handle) == [{"ANSWER": "42"}]
+
+
+def test_failed_and_cancelled_statements_answer_422_with_the_sql_state(snowflake_emulator):
+    handles = hook().execute_query("select 1; select 2", statement_count=0)
+    snowflake_emulator.set_state(handles[0], "FAILED")
+    failed = hook().get_sql_api_query_status(handles[0])
+    assert failed["status"] == "error" and "SQL State: 42000" in failed["message"]
+    hook().cancel_queries([handles[1]])
+    cancelled = hook().get_sql_api_query_status(handles[1])
+    assert cancelled["status"] == "error" and "canceled" in cancelled["message"]
+    assert snowflake_emulator.statement(handles[1]).cancelled
+    assert snowflake_emulator.request(handles).state == "FAILED"
+    assert [e.operation for e in snowflake_emulator.ledger.entries] == ["statements", "statements/cancel"]
+
+
+def test_statement_count_mismatch_is_refused(snowflake_emulator, durable_ledger):
+    status, body = hook()._make_api_call_with_retries(
+        "POST",
+        f"{snowflake_emulator.url}/api/v2/statements",
+        hook().get_headers(),
+        {"requestId": str(uuid.uuid4()), "async": True},
+        {"statement": "select 1; select 2", "parameters": {"MULTI_STATEMENT_COUNT": 3}},
+    )
+    assert status == 422 and body["code"] == "000008"
+    assert durable_ledger.submissions() == []
+
+
+def test_expired_handle_is_404(snowflake_emulator):
+    [handle] = hook().execute_query("select 1", statement_count=1)
+    snowflake_emulator.expire(handle)
+    with pytest.raises(requests.HTTPError) as err:
+        hook().get_sql_api_query_status(handle)
+    assert err.value.response.status_code == 404
+
+
+def test_wrong_token_is_401(snowflake_emulator, monkeypatch):
+    connection = snowflake_emulator.connection()
+    connection["password"] = "wrong"
+    monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_BAD", json.dumps(connection))
+    with pytest.raises(requests.HTTPError) as err:
+        SnowflakeSqlApiHook("snowflake_bad").execute_query("select 1", statement_count=1)
+    assert err.value.response.status_code == 401
+
+
+def test_unknown_http_state_is_served_as_is(snowflake_emulator):
+    [handle] = hook().execute_query("select 1", statement_count=1)
+    snowflake_emulator.set_state(handle, "HTTP_201")
+    # The hook folds a status code it does not know into "error".
+    assert hook().get_sql_api_query_status(handle)["status"] == "error"
+    with pytest.raises(ValueError, match="unknown Snowflake emulator state"):
+        snowflake_emulator.set_state(handle, "HIBERNATING")
+
+
+# --------------------------------------------------------------------------- requestId and retry=true
+def test_a_retry_with_a_known_request_id_returns_the_first_execution(snowflake_emulator, durable_ledger):
+    request_id = str(uuid.uuid4())
+    first = post(snowflake_emulator, "select 1; select 2", request_id=request_id, retry=True).json()
+    again = post(snowflake_emulator, "select 1; select 2", request_id=request_id, retry=True).json()
+    assert again["statementHandles"] == first["statementHandles"]
+    assert [e.created for e in durable_ledger.entries] == [True, False]
+    assert [e.token for e in durable_ledger.entries] == [request_id, request_id]
+
+
+def test_without_retry_true_the_same_request_id_executes_again(snowflake_emulator, durable_ledger):
+    request_id = str(uuid.uuid4())
+    first = post(snowflake_emulator, "select 1", request_id=request_id, retry=False).json()
+    again = post(snowflake_emulator, "select 1", request_id=request_id, retry=False).json()
+    assert first["statementHandle"] != again["statementHandle"]
+    assert len(durable_ledger.submissions()) == 2
+
+
+def test_an_expired_request_id_executes_anew(snowflake_emulator, durable_ledger):
+    request_id = str(uuid.uuid4())
+    first = post(snowflake_emulator, "select 1", request_id=request_id, retry=True).json()
+    snowflake_emulator.expire(first["statementHandle"])
+    again = post(snowflake_emulator, "select 1", request_id=request_id, retry=True).json()
+    assert again["statementHandle"] != first["statementHandle"]
+    assert len(durable_ledger.submissions()) == 2
+
+
+def test_request_id_must_be_a_uuid(snowflake_emulator):
+    assert post(snowflake_emulator, "select 1", request_id="afd-not-a-uuid", retry=True).status_code == 400
+
+
+def test_a_lost_response_is_resent_by_the_hook_with_the_same_request_id(snowflake_emulator, durable_ledger):
+    # The statement is created, the answer is lost; the hook's tenacity retry resends the same
+    # params. Without retry=true (what the hook sends) that is a second execution.
+    snowflake_emulator.faults.add(method="POST", path_contains="/api/v2/statements", drop=True, after=True)
+    hook(attempts=2).execute_query("select 1", statement_count=1)
+    entries = durable_ledger.entries
+    assert len(entries) == 2 and entries[0].payload["requestId"] == entries[1].payload["requestId"]
+    assert [e.created for e in entries] == [True, True]
+
+
+# --------------------------------------------------------------------------- the async path (aiohttp)
+async def test_trigger_polls_every_handle_to_success(snowflake_emulator):
+    snowflake_emulator.lifecycle = ["QUEUED", "RUNNING", "SUCCESS"]
+    handles = hook().execute_query("select 1; select 2", statement_count=2)
+    event = await first_event(trigger(handles))
+    assert event == {"status": "success", "statement_query_ids": handles}
+    polls = snowflake_emulator.server.requests_to("/api/v2/statements/")
+    assert len(polls) == 6 and {r.transport for r in polls} == {"async"}
+
+
+async def test_trigger_reports_a_failed_handle(snowflake_emulator):
+    handles = hook().execute_query("select 1; select 2", statement_count=2)
+    snowflake_emulator.script(handles[1], ["RUNNING", "FAILED"])
+    event = await first_event(trigger(handles))
+    assert event["status"] == "error" and "000904" in event["message"]
+
+
+async def test_trigger_turns_a_status_api_500_into_an_error_event(snowflake_emulator):
+    handles = hook().execute_query("select 1", statement_count=1)
+    snowflake_emulator.faults.add(method="GET", status=500, transport="async")
+    event = await first_event(trigger(handles))
+    assert event["status"] == "error" and "500" in event["message"]
+
+
+def test_sync_503_is_retried_by_the_hook(snowflake_emulator):
+    snowflake_emulator.lifecycle = ["SUCCESS"]
+    [handle] = hook().execute_query("select 1", statement_count=1)
+    fault = snowflake_emulator.faults.add(method="GET", status=503, times=2, transport="sync")
+    assert hook(attempts=3).get_sql_api_query_status(handle)["status"] == "success"
+    assert fault.hits == 2
+
+
+# --------------------------------------------------------------------------- routing and other processes
+def test_routing_leaves_other_names_alone_and_unroutes(snowflake_emulator):
+    port = snowflake_emulator.port
+    assert socket.getaddrinfo("x.snowflakecomputing.com", 443)[0][4] == ("127.0.0.1", port)
+    assert socket.getaddrinfo("a.b.snowflakecomputing.com", 443)[0][4] == ("127.0.0.1", port)
+    assert socket.getaddrinfo("localhost", 80)[0][4][1] == 80
+    _tls.route("snowflakecomputing.com", 1)
+    assert socket.getaddrinfo("x.snowflakecomputing.com", 443)[0][4] == ("127.0.0.1", 1)
+    _tls.unroute("snowflakecomputing.com", 1)
+    assert _tls.routes()["snowflakecomputing.com"] == ("127.0.0.1", port)
+
+
+def test_a_child_process_reaches_the_emulator_through_its_environment(snowflake_emulator, durable_ledger):
+    """What the demo's scheduler/triggerer processes get: environment variables only, no code of ours."""
+    snowflake_emulator.lifecycle = ["RUNNING", "SUCCESS"]
+    child = textwrap.dedent(
+        """
+        import asyncio, json
+        from airflow.providers.snowflake.hooks.sql_api import SnowflakeSqlApiHook
+        hook = SnowflakeSqlApiHook("snowflake_default")
+        handles = hook.execute_query("select 1", statement_count=1)
+        sync = hook.get_sql_api_query_status(handles[0])["status"]
+        other = SnowflakeSqlApiHook("snowflake_default")
+        status = asyncio.run(other.get_sql_api_query_status_async(handles[0]))
+        print("CHILD " + json.dumps({"handles": handles, "sync": sync, "async": status["status"]}))
+        """
+    )
+    # The fixture put the connection and routes into os.environ (monkeypatch); a child inherits them.
+    assert _tls.ROUTES_ENV in os.environ
+    done = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, timeout=180, env=dict(os.environ)
+    )
+    line = [x for x in done.stdout.splitlines() if x.startswith("CHILD ")]
+    assert done.returncode == 0 and line, done.stderr[-3000:]
+    result = json.loads(line[0].removeprefix("CHILD "))
+    assert result["sync"] == "running" and result["async"] == "success"
+    assert durable_ledger.submissions()[0].external_id == result["handles"]
+    transports = {r.transport for r in snowflake_emulator.server.requests_to("/api/v2/statements/")}
+    assert transports == {"sync", "async"}
