@@ -25,6 +25,14 @@ Fixtures:
     with ``BIGQUERY_EMULATOR_HOST`` and the ``google_cloud_default`` connection (anonymous
     credentials) pointing at it through ``monkeypatch``; stopped at teardown.
 
+``redshift_data_emulator`` / ``batch_emulator``
+    A started :class:`~airflow_durable.testing.RedshiftDataEmulator` /
+    :class:`~airflow_durable.testing.BatchEmulator` recording into ``durable_ledger``, with the
+    ``aws_default`` connection (fake credentials, ``endpoint_url`` → the emulator) installed through
+    ``monkeypatch``. They share one moto server per test process (started on first use, reset for
+    every test), so only the first AWS test of a worker pays moto's start-up. ``AWS_DATA_PATH`` points
+    at a trimmed botocore endpoints file (see ``AwsEmulator.install_fast_botocore``).
+
 Example::
 
     from airflow.providers.databricks.hooks.databricks import DatabricksHook
@@ -47,18 +55,21 @@ To use another connection id, install it yourself:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     from airflow_durable.testing import (
+        BatchEmulator,
         BigQueryEmulator,
         DatabricksEmulator,
         DbtCloudEmulator,
         Ledger,
+        RedshiftDataEmulator,
         SnowflakeEmulator,
     )
+    from airflow_durable.testing.aws import AwsEmulator
 
 
 @pytest.fixture
@@ -126,3 +137,31 @@ def bigquery_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -
         errors = list(emulator.server.errors)
     if errors:
         raise AssertionError(f"the BigQuery emulator raised while serving the test: {errors!r}")
+
+
+def _aws_emulator(emulator: AwsEmulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    with emulator:
+        emulator.install_connection(monkeypatch.setenv, conn_id="aws_default")
+        emulator.install_fast_botocore(monkeypatch.setenv)
+        yield emulator
+        errors = list(emulator.server.errors)
+    if errors:
+        raise AssertionError(f"the {emulator.system} emulator raised while serving the test: {errors!r}")
+
+
+@pytest.fixture
+def redshift_data_emulator(
+    durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[RedshiftDataEmulator]:
+    """A running Redshift Data API emulator installed as the ``aws_default`` connection."""
+    from airflow_durable.testing.redshift_data import RedshiftDataEmulator
+
+    yield from _aws_emulator(RedshiftDataEmulator(ledger=durable_ledger), monkeypatch)
+
+
+@pytest.fixture
+def batch_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[BatchEmulator]:
+    """A running AWS Batch emulator (moto behind the front) installed as the ``aws_default`` connection."""
+    from airflow_durable.testing.batch import BatchEmulator
+
+    yield from _aws_emulator(BatchEmulator(ledger=durable_ledger), monkeypatch)
