@@ -237,9 +237,9 @@ class EmrContainersEmulator(AwsEmulator):
 
     def _cancel_job_run(self, call: AwsCall) -> Response:
         # moto refuses to cancel in a state it considers final; scripted states are ours to judge.
-        run = self._backend().job_runs.get(str(call.params.get("id")))
+        run = self._backend().job_runs.get(self._run_id(call))
         if run is None:
-            raise aws_error(404, "ResourceNotFoundException", f"Job run {call.params.get('id')} doesn't exist.")
+            raise aws_error(404, "ResourceNotFoundException", f"Job run {self._run_id(call)} doesn't exist.")
         if run.state in self.TERMINAL:
             raise aws_error(400, "ValidationException", f"Job run {run.id} is not in a cancellable state")
         return Response(200, {"id": run.id, "virtualClusterId": run.virtual_cluster_id})
@@ -247,11 +247,16 @@ class EmrContainersEmulator(AwsEmulator):
     def submitted_id(self, call: AwsCall, answer: Any) -> str:
         return str(answer["id"])
 
+    @staticmethod
+    def _run_id(call: AwsCall) -> str:
+        # The REST URI names the job run ``{jobRunId}``; the request shape calls it ``id``.
+        return str(call.params.get("jobRunId") or call.params.get("id"))
+
     def status_ids(self, call: AwsCall) -> list[str]:
-        return [str(call.params.get("id"))]
+        return [self._run_id(call)]
 
     def cancel_ids(self, call: AwsCall) -> list[str]:
-        return [str(call.params.get("id"))]
+        return [self._run_id(call)]
 
     def apply_state(self, job: AwsJob, state: str) -> None:
         run = self._backend().job_runs.get(job.job_id)

@@ -8,6 +8,7 @@ Below Airflow 3.3 the shim degrades to "submit fresh every try": those expectati
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -57,11 +58,12 @@ def test_fresh_submit_succeeds_with_provider_xcoms(case, emulator, deferrable):
     assert outcome.try_number == 1
     run_id = only_job(case, emulator)
     assert expected_xcoms(case, deferrable) <= set(outcome.xcoms)
-    assert outcome.xcoms["run_id"] == run_id
-    assert outcome.result is None  # the provider operators return None
+    assert case.reported_id(outcome) == run_id
+    assert outcome.result == case.expected_result(run_id)  # the provider operator's return value
     assert outcome.deferrals == (1 if deferrable else 0)
     record = runner.store.data[case.external_id_key]
-    assert record["state"] == "done" and record["external_id"] == run_id and record["generation"] == 1
+    assert record["state"] == "done" and record["external_id"] == case.stored_id(run_id)
+    assert record["generation"] == 1
 
 
 # --------------------------------------------------------------------------- crashes
@@ -74,7 +76,10 @@ def test_worker_dies_after_submit_before_persist(case, emulator, deferrable):
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
     assert outcome.state == "success"
     only_job(case, emulator)
-    submit_calls = [e for e in emulator.ledger.entries if e.operation in ("runs/submit", "run-now")]
+    submit_calls = [e for e in emulator.ledger.entries if e.operation in case.submit_operations]
+    if case.finds_interrupted_submit:  # the retry looked the job up by its token instead of resubmitting
+        assert [e.created for e in submit_calls] == [True]
+        return
     assert len(submit_calls) == 2 and submit_calls[0].token == submit_calls[1].token
     assert [e.created for e in submit_calls] == [True, False]
 
@@ -87,7 +92,7 @@ def test_worker_dies_after_persist_before_waiting(case, emulator, deferrable):
     outcome = runner.run()
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
     run_id = only_job(case, emulator)
-    assert outcome.xcoms["run_id"] == run_id
+    assert case.reported_id(outcome) == run_id
     assert expected_xcoms(case, deferrable) <= set(outcome.xcoms)
     assert outcome.deferrals == (1 if deferrable else 0)  # a reconnect defers again, submitting nothing
 
@@ -95,14 +100,11 @@ def test_worker_dies_after_persist_before_waiting(case, emulator, deferrable):
 def test_trigger_error_event_while_job_runs(case, emulator):
     """API 5xx beyond the trigger's retries fails the deferred try; the retry reconnects to the same run."""
     emulator.lifecycle = case.lifecycle(active_reads=8)
-    method, path = case.status_call
-    emulator.faults.add(
-        method=method, path_contains=path, status=503, times=case.status_errors_to_give_up, transport="async"
-    )
+    case.status_fault(emulator, "async", 503)
     runner = runner_for(case, emulator, True)
     outcome = runner.run()
     assert [o.state for o in runner.outcomes] == ["failed", "success"]
-    assert "trigger failed" in str(runner.outcomes[0].error)
+    assert case.trigger_error_text in str(runner.outcomes[0].error)
     only_job(case, emulator)
     assert outcome.deferrals == 1
 
@@ -116,7 +118,8 @@ def test_worker_dies_in_execute_complete_after_success(case, emulator, before):
     run_id = only_job(case, emulator)
     assert outcome.deferrals == 0  # already succeeded: no new deferral
     assert case.xcoms_deferrable <= set(outcome.xcoms)
-    assert outcome.xcoms["run_id"] == run_id
+    assert case.reported_id(outcome) == run_id
+    assert outcome.result == case.expected_result(run_id)
 
 
 def test_sync_worker_dies_after_success_before_airflow_records_it(case, emulator):
@@ -153,17 +156,10 @@ def test_user_clears_finished_task_runs_the_job_again(case, emulator, deferrable
 def test_status_api_error_mid_poll(case, emulator, deferrable):
     """The status API fails past the hook's retries: the try fails, the retry reconnects (1 submission)."""
     emulator.lifecycle = case.lifecycle(active_reads=8)
-    method, path = case.status_call
-    fault = emulator.faults.add(
-        method=method,
-        path_contains=path,
-        status=500,
-        times=case.status_errors_to_give_up,
-        transport="sync" if not deferrable else "async",
-    )
+    fault = case.status_fault(emulator, "sync" if not deferrable else "async", 500)
     runner = runner_for(case, emulator, deferrable)
     outcome = runner.run()
-    assert fault.hits == case.status_errors_to_give_up
+    assert fault.hits == fault.times
     assert [o.state for o in runner.outcomes] == ["failed", "success"]
     only_job(case, emulator)
     assert outcome.state == "success"
@@ -178,7 +174,7 @@ MALFORMED = [
     pytest.param({"job": 1}, id="foreign-dict"),
     pytest.param(
         {"schema": "airflow-durable/1", "generation": 1, "token": "t", "state": "submitted", "external_id": "x"},
-        id="wrong-id-type",
+        id="wrong-id-type",  # "x" stands for the case's ``malformed_id``
     ),
     pytest.param(
         {"schema": "airflow-durable/1", "generation": 0, "token": "t", "state": "submitted", "external_id": 5},
@@ -191,6 +187,8 @@ MALFORMED = [
 @pytest.mark.parametrize("deferrable", PATHS)
 @pytest.mark.parametrize("stored", MALFORMED)
 def test_malformed_stored_value_fails_clearly_and_submits_nothing(case, emulator, deferrable, stored):
+    if isinstance(stored, dict) and stored.get("external_id") == "x":
+        stored = {**stored, "external_id": case.malformed_id}
     runner = runner_for(case, emulator, deferrable)
     runner.store.data[case.external_id_key] = stored
     outcome = runner.run_try()
@@ -243,7 +241,7 @@ def test_id_write_fails_cancels_the_job_just_submitted(case, emulator, deferrabl
     assert isinstance(outcome.error, DurableStateError)
     run_id = only_job(case, emulator)
     assert emulator.run(run_id).state == case.cancelled  # no untracked running job
-    assert [e.operation for e in emulator.ledger.entries][-1] == "runs/cancel"
+    assert [e.operation for e in emulator.ledger.entries][-1] == case.cancel_operation
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
@@ -308,10 +306,17 @@ def test_malformed_trigger_event_fails_clearly_and_the_retry_recovers(case, emul
 
 def test_event_about_another_job_is_refused(case, emulator):
     runner = runner_for(case, emulator, True)
-    runner.event_filter = lambda real_event: {**real_event, "run_id": 999_999}
+    foreign_text: list[str] = []
+
+    def foreign(real_event: Any) -> Any:
+        event, text = case.foreign_event(real_event)
+        foreign_text.append(text)
+        return event
+
+    runner.event_filter = foreign
     outcome = runner.run_try()
     assert isinstance(outcome.error, DurableEventError)
-    assert "999999" in str(outcome.error)
+    assert foreign_text and foreign_text[0] in str(outcome.error)
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
@@ -343,8 +348,7 @@ def test_decisions_are_logged_once_with_the_id(case, emulator, task_logs):
 def test_degrade_with_durable_false_on_this_airflow(case, emulator):
     """``durable=False`` is the degraded contract on any Airflow: no store access, every try submits."""
     runner = TaskRunner(lambda: case.make(emulator, True, durable=False), store=MemoryStateStore())
-    method, path = case.status_call
-    emulator.faults.add(method=method, path_contains=path, status=503, times=case.status_errors_to_give_up, transport="async")
+    case.status_fault(emulator, "async", 503)
     outcome = runner.run()
     assert outcome.state == "success"
     assert runner.store.calls == []
@@ -379,11 +383,16 @@ def test_two_tries_deciding_at_once_share_one_job(case, emulator, deferrable):
         thread.start()
     for thread in threads:
         thread.join(60)
+    if "two_tries_deciding_at_once" in case.notimpl:
+        # The documented gap (case.notimpl gives the reason): both tries submitted a job; the one whose
+        # job is no longer the tracked one fails clearly instead of completing on the other's job.
+        assert len(case.submissions(emulator)) == 2, case.notimpl["two_tries_deciding_at_once"]
+        return
     assert all(r.outcomes and r.outcomes[0].state == "success" for r in runners), [
         r.outcomes[0].error for r in runners
     ]
     only_job(case, emulator)
-    assert len([e for e in emulator.ledger.entries if e.operation in ("runs/submit", "run-now")]) == 2
+    assert len([e for e in emulator.ledger.entries if e.operation in case.submit_operations]) == 2
 
 
 def test_an_orphaned_try_finishing_late_does_not_touch_a_newer_job(case, emulator):
@@ -399,14 +408,8 @@ def test_an_orphaned_try_finishing_late_does_not_touch_a_newer_job(case, emulato
     newer = dict(runner.store.data[case.external_id_key])
     assert newer["generation"] == 2 and newer["external_id"] != first_run
     # Now the orphan's completion for the first run arrives: it must not retire generation 2.
-    event = {
-        "run_id": first_run,
-        "run_page_url": "x",
-        "run_state": '{"life_cycle_state": "TERMINATED", "result_state": "SUCCESS", "state_message": ""}',
-        "repair_run": False,
-        "errors": [],
-    }
-    with pytest.raises(DurableEventError, match=str(newer["external_id"])):
+    event = case.success_event(first_run)
+    with pytest.raises(DurableEventError, match=re.escape(str(newer["external_id"]))):
         orphan.execute_complete(runner.context(), event)
     assert runner.store.data[case.external_id_key] == newer
     assert runner.run_try().state == "success"  # and the next try reconnects to generation 2
