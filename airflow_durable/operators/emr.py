@@ -90,7 +90,9 @@ def _overriding(obj: Any, **attrs: Any) -> Iterator[None]:
             setattr(obj, name, value)
 
 
-def _phase(status: str, active: frozenset[str], failed: frozenset[str], succeeded: frozenset[str]) -> JobPhase | None:
+def _phase(
+    status: str, active: frozenset[str], failed: frozenset[str], succeeded: frozenset[str]
+) -> JobPhase | None:
     if status in active:
         return JobPhase.ACTIVE
     if status in succeeded:
@@ -178,7 +180,9 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
         if isinstance(steps, str):  # as the provider does: XCom or a .json file gives a string
             steps = ast.literal_eval(steps)
         if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
-            raise AirflowException(f"steps must be a list of EMR StepConfig dicts, got {type(steps).__name__}")
+            raise AirflowException(
+                f"steps must be a list of EMR StepConfig dicts, got {type(steps).__name__}"
+            )
         marked = []
         for index, step in enumerate(steps, start=1):
             marker = self._marker(token, index, len(steps))
@@ -313,7 +317,9 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
             raise ValueError(f"unknown event status {event.get('status')!r}")
         return self.durable_parse_id(event.get("value"))
 
-    def durable_result(self, external_id: list[str], context: Mapping[str, Any], already_succeeded: bool) -> list[str]:
+    def durable_result(
+        self, external_id: list[str], context: Mapping[str, Any], already_succeeded: bool
+    ) -> list[str]:
         if already_succeeded:
             self._announce(context)
         return list(external_id)
@@ -403,7 +409,9 @@ class DurableEmrServerlessStartJobOperator(_SubmitOnly, DurableJobEngine, _Serve
         return response["jobRun"]["state"]
 
     def durable_phase(self, status: str) -> JobPhase | None:
-        return self._submit_only_phase(_phase(status, _SERVERLESS_ACTIVE, _SERVERLESS_FAILED, _SERVERLESS_SUCCEEDED))
+        return self._submit_only_phase(
+            _phase(status, _SERVERLESS_ACTIVE, _SERVERLESS_FAILED, _SERVERLESS_SUCCEEDED)
+        )
 
     def durable_cancel(self, external_id: str) -> None:
         self.hook.conn.cancel_job_run(applicationId=self.application_id, jobRunId=external_id)
@@ -517,9 +525,13 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
         paginator = self.hook.conn.get_paginator("list_job_runs")
         for page in paginator.paginate(virtualClusterId=self.virtual_cluster_id, name=self.name):
             for run in page.get("jobRuns", []):
-                described = self.hook.conn.describe_job_run(virtualClusterId=self.virtual_cluster_id, id=run["id"])
+                described = self.hook.conn.describe_job_run(
+                    virtualClusterId=self.virtual_cluster_id, id=run["id"]
+                )
                 if described["jobRun"].get("clientToken") == client_token:
-                    self.log.info("task %s: found job run %s started by an interrupted try", self.task_id, run["id"])
+                    self.log.info(
+                        "task %s: found job run %s started by an interrupted try", self.task_id, run["id"]
+                    )
                     return run["id"]
         return None
 
@@ -528,7 +540,9 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
 
     def durable_status(self, external_id: str, context: Mapping[str, Any]) -> str:
         try:
-            response = self.hook.conn.describe_job_run(virtualClusterId=self.virtual_cluster_id, id=external_id)
+            response = self.hook.conn.describe_job_run(
+                virtualClusterId=self.virtual_cluster_id, id=external_id
+            )
         except ClientError as err:
             if _error_code(err) == "ResourceNotFoundException":
                 raise JobNotFoundError(external_id) from err
@@ -536,7 +550,9 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
         return response["jobRun"]["state"]
 
     def durable_phase(self, status: str) -> JobPhase | None:
-        return self._submit_only_phase(_phase(status, _CONTAINER_ACTIVE, _CONTAINER_FAILED, _CONTAINER_SUCCEEDED))
+        return self._submit_only_phase(
+            _phase(status, _CONTAINER_ACTIVE, _CONTAINER_FAILED, _CONTAINER_SUCCEEDED)
+        )
 
     def durable_cancel(self, external_id: str) -> None:
         self.hook.stop_query(external_id)
@@ -580,7 +596,9 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
         )
         if self.max_polling_attempts:
             trigger_kwargs["waiter_max_attempts"] = self.max_polling_attempts
-        self.defer(timeout=timeout, trigger=EmrContainerTrigger(**trigger_kwargs), method_name="execute_complete")
+        self.defer(
+            timeout=timeout, trigger=EmrContainerTrigger(**trigger_kwargs), method_name="execute_complete"
+        )
 
     def durable_event_id(self, event: Any) -> str:
         if not isinstance(event, dict):

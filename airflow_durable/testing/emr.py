@@ -48,7 +48,10 @@ def _moto_client(emulator: AwsEmulator, service: str) -> Any:
 
 
 class EmrEmulator(AwsEmulator):
-    """EMR steps on one emulated cluster: ``AddJobFlowSteps``, ``ListSteps``, ``DescribeStep``, ``CancelSteps``."""
+    """EMR steps on one emulated cluster: ``AddJobFlowSteps``, ``ListSteps``, ``DescribeStep``, ``CancelSteps``.
+
+    The cluster is ``cluster_id`` (named ``CLUSTER_NAME``), ``WAITING`` after :meth:`start`.
+    """
 
     system: ClassVar[str] = "emr"
     service: ClassVar[str] = "elasticmapreduce"
@@ -94,7 +97,9 @@ class EmrEmulator(AwsEmulator):
     def _describe_step(self, call: AwsCall) -> Response:
         # moto answers an unknown step with an empty 200; AWS says the id is not valid.
         if self._find_step(str(call.params.get("StepId"))) is None:
-            raise aws_error(400, "InvalidRequestException", f"Step id '{call.params.get('StepId')}' is not valid.")
+            raise aws_error(
+                400, "InvalidRequestException", f"Step id '{call.params.get('StepId')}' is not valid."
+            )
         return self._forward(call.request)
 
     def _cancel_steps(self, call: AwsCall) -> dict[str, Any]:
@@ -221,7 +226,11 @@ class EmrContainersEmulator(AwsEmulator):
     def configure_moto(self) -> None:
         answer = _moto_client(self, "emr-containers").create_virtual_cluster(
             name="durable-emr-on-eks",
-            containerProvider={"id": "eks-cluster", "type": "EKS", "info": {"eksInfo": {"namespace": "spark"}}},
+            containerProvider={
+                "id": "eks-cluster",
+                "type": "EKS",
+                "info": {"eksInfo": {"namespace": "spark"}},
+            },
             clientToken="setup",
         )
         self.virtual_cluster_id = answer["id"]

@@ -59,7 +59,10 @@ class SystemCase:
         "errors": [],
     }
     #: ``real_event`` rewritten to be about another job, and how the error names that job.
-    foreign_event: Callable[[Any], tuple[Any, str]] = lambda real_event: ({**real_event, "run_id": 999_999}, "999999")
+    foreign_event: Callable[[Any], tuple[Any, str]] = lambda real_event: (
+        {**real_event, "run_id": 999_999},
+        "999999",
+    )
     #: What the failed try's error says when the trigger gives up on status errors.
     trigger_error_text: str = "trigger failed"
     #: A stored external id of the wrong type for this system.
@@ -71,11 +74,15 @@ class SystemCase:
 
     def status_fault(self, emulator: Any, transport: str, status: int) -> Any:
         """Inject status-API errors on ``transport`` until the provider's wait gives up; return the fault."""
-        method, path = (self.status_call_sync or self.status_call) if transport == "sync" else self.status_call
+        method, path = (
+            (self.status_call_sync or self.status_call) if transport == "sync" else self.status_call
+        )
         times = self.status_errors_to_give_up
         if transport == "sync" and self.status_errors_to_give_up_sync is not None:
             times = self.status_errors_to_give_up_sync
-        return emulator.faults.add(method=method, path_contains=path, status=status, times=times, transport=transport)
+        return emulator.faults.add(
+            method=method, path_contains=path, status=status, times=times, transport=transport
+        )
 
     def lifecycle(self, ending: str | None = None, active_reads: int = 6) -> list[str]:
         """A job that stays active for ``active_reads`` status reads, then ends (``succeeded`` by default).
@@ -89,7 +96,6 @@ class SystemCase:
 
     def tokens(self, emulator: Any) -> list[str]:
         return [entry.token for entry in self.submissions(emulator)]
-
 
 
 def _collect() -> list[SystemCase]:

@@ -18,7 +18,8 @@ from tests.conformance.systems import SystemCase
 from tests.harness import DURABLE, MemoryStateStore, TaskRunner, record_state
 
 pytestmark = pytest.mark.skipif(
-    not DURABLE, reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py"
+    not DURABLE,
+    reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py",
 )
 
 PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
@@ -173,14 +174,28 @@ MALFORMED = [
     pytest.param([1, 2], id="list"),
     pytest.param({"job": 1}, id="foreign-dict"),
     pytest.param(
-        {"schema": "airflow-durable/1", "generation": 1, "token": "t", "state": "submitted", "external_id": "x"},
+        {
+            "schema": "airflow-durable/1",
+            "generation": 1,
+            "token": "t",
+            "state": "submitted",
+            "external_id": "x",
+        },
         id="wrong-id-type",  # "x" stands for the case's ``malformed_id``
     ),
     pytest.param(
-        {"schema": "airflow-durable/1", "generation": 0, "token": "t", "state": "submitted", "external_id": 5},
+        {
+            "schema": "airflow-durable/1",
+            "generation": 0,
+            "token": "t",
+            "state": "submitted",
+            "external_id": 5,
+        },
         id="bad-generation",
     ),
-    pytest.param({"schema": "airflow-durable/9", "generation": 1, "token": "t", "state": "done"}, id="future-schema"),
+    pytest.param(
+        {"schema": "airflow-durable/9", "generation": 1, "token": "t", "state": "done"}, id="future-schema"
+    ),
 ]
 
 
