@@ -48,7 +48,7 @@ def _moto_client(emulator: AwsEmulator, service: str) -> Any:
 
 
 class EmrEmulator(AwsEmulator):
-    """EMR steps on one emulated cluster: ``AddJobFlowSteps``, ``ListSteps``, ``DescribeStep``, ``CancelSteps``.
+    """EMR steps on one cluster: ``AddJobFlowSteps``, ``ListSteps``, ``DescribeStep``, ``CancelSteps``.
 
     The cluster is ``cluster_id`` (named ``CLUSTER_NAME``), ``WAITING`` after :meth:`start`.
     """
