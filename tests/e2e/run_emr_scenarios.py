@@ -101,9 +101,8 @@ def main() -> int:
 
 
 def _tries(run_id: str, dag_id: str) -> list[dict[str, Any]]:
-    from sqlalchemy import text
-
     from airflow.settings import Session
+    from sqlalchemy import text
 
     with Session() as session:
         rows = session.execute(
@@ -118,9 +117,8 @@ def _tries(run_id: str, dag_id: str) -> list[dict[str, Any]]:
 
 
 def _return_value(run_id: str, dag_id: str) -> Any:
-    from sqlalchemy import text
-
     from airflow.settings import Session
+    from sqlalchemy import text
 
     with Session() as session:
         row = session.execute(
