@@ -61,7 +61,9 @@ def test_importing_the_package_imports_no_airflow_at_all():
     assert not [m for m in loaded if m == "airflow" or m.startswith("airflow.")]
 
 
-@pytest.mark.parametrize("module", ["airflow_durable.operators.databricks", "airflow_durable.engine"])
+@pytest.mark.parametrize(
+    "module", ["airflow_durable.operators.databricks", "airflow_durable.operators.emr", "airflow_durable.engine"]
+)
 def test_an_operator_module_imports_no_other_provider(module):
     loaded = _modules_after(f"import {module}")
     # Airflow's providers manager reads every installed provider's metadata (its package
