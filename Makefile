@@ -6,6 +6,7 @@
 #   make envs          build every env without running tests (parallel-safe: make -j3 envs)
 #   make lock          recompile requirements/*.txt from requirements/*.in (keeps pins unless
 #                      an .in changed); make lock-upgrade moves every pin to the newest release
+#   make docs          build the docs site strictly (any warning fails) into $(DOCS_SITE)
 #   make clean         remove every env, the uv bootstrap and the per-env AIRFLOW_HOMEs
 #
 # Needs only python3.11 with pip: uv is bootstrapped with pip into .venv-tools/.
@@ -53,7 +54,7 @@ COMPILE := $(UV) pip compile --quiet --python-version 3.11 \
 
 venv_of = $(if $(filter $(MAIN),$(1)),.venv,.venv-$(1))
 
-.PHONY: test test-matrix envs lock lock-upgrade clean uv $(addprefix test-,$(MAIN) $(MATRIX)) \
+.PHONY: docs test test-matrix envs lock lock-upgrade clean uv $(addprefix test-,$(MAIN) $(MATRIX)) \
 	$(addprefix env-,$(MAIN) $(MATRIX))
 
 # --- uv bootstrap ---------------------------------------------------------------------------
@@ -96,6 +97,13 @@ $(foreach n,$(MAIN) $(MATRIX),$(eval $(call ENV_template,$(n))))
 test: test-$(MAIN)
 test-matrix: $(addprefix test-,$(MATRIX))
 envs: $(addprefix env-,$(MAIN) $(MATRIX))
+
+# --- docs ---------------------------------------------------------------------------------
+# mkdocs-material, mkdocstrings are in the main env's lock. Offline: no fonts, no inventories.
+DOCS_SITE ?= site
+docs: $(call venv_of,$(MAIN))/.synced
+	@echo ">> mkdocs build --strict -d $(DOCS_SITE)"
+	NO_MKDOCS_2_WARNING=1 $(call venv_of,$(MAIN))/bin/mkdocs build --strict -d "$(DOCS_SITE)"
 
 # --- lock files -----------------------------------------------------------------------------
 # $(1) = matrix name with an ERA_ date: writes requirements/constraints-$(1).txt
