@@ -22,10 +22,14 @@ from airflow_durable.testing._core import (
     Response,
 )
 from airflow_durable.testing.databricks import DatabricksEmulator, DatabricksRun
+from airflow_durable.testing.emr import EmrContainersEmulator, EmrEmulator, EmrServerlessEmulator
 
 __all__ = [
     "DatabricksEmulator",
     "DatabricksRun",
+    "EmrContainersEmulator",
+    "EmrEmulator",
+    "EmrServerlessEmulator",
     "EmulatorError",
     "Fault",
     "FaultPlan",
