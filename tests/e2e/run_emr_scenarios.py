@@ -34,7 +34,17 @@ FLAVOURS = {
 }
 
 
+def _date_arg() -> str:
+    import inspect
+
+    from airflow.models.dag import DAG
+
+    # Airflow 3 names it logical_date, Airflow 2 execution_date.
+    return "logical_date" if "logical_date" in inspect.signature(DAG.test).parameters else "execution_date"
+
+
 def main() -> int:
+    date_arg = _date_arg()
     parser = argparse.ArgumentParser()
     parser.add_argument("flavour", choices=sorted(FLAVOURS))
     args = parser.parse_args()
@@ -76,7 +86,7 @@ def main() -> int:
             dag = module.dags[f"emr_e2e_{args.flavour}_{impl}"]
             log = io.StringIO()
             with redirect_stdout(log), redirect_stderr(log):
-                dag_run = dag.test(logical_date=datetime(2026, 1, day, tzinfo=timezone.utc))
+                dag_run = dag.test(**{date_arg: datetime(2026, 1, day, tzinfo=timezone.utc)})
             day += 1
             output = log.getvalue()
             sys.stderr.write(output[-8000:])
