@@ -40,7 +40,10 @@ def test_emr_retry_after_a_failed_deferral_and_after_success(airflow_home, flavo
     runs = run_flavour(airflow_home, flavour)
     for key, summary in runs.items():
         assert summary["dag_run_state"].endswith("success"), (key, summary)
-        assert [t["state"] for t in summary["tries"]] == ["failed", "success"], (key, summary)
+        states = [t["state"] for t in summary["tries"]]
+        assert states[-1] == "success", (key, summary)
+        if DURABLE:  # Airflow 2's dag.test keeps no history row for the failed try
+            assert states == ["failed", "success"], (key, summary)
 
     crash, done = runs[("durable", "crash_after_defer")], runs[("durable", "already_succeeded")]
     assert crash["submissions"] == (1 if DURABLE else 2)
