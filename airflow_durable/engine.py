@@ -251,6 +251,7 @@ class DurableJobEngine:
                 f"task {self.task_id}: malformed trigger event for job {stored_id!r}: {err}. "
                 "The job reference is kept; the next try reconnects to the job or sees its outcome."
             ) from err
+        # ``None``: the trigger's event names no job (e.g. a failure event); it is about the tracked one.
         if stored_id is not None and event_id is not None and str(event_id) != str(stored_id):
             raise DurableEventError(
                 f"task {self.task_id}: trigger event is about job {event_id!r}, but this task instance "

@@ -27,6 +27,7 @@ from airflow_durable.testing.batch import BatchEmulator
 from airflow_durable.testing.bigquery import BigQueryEmulator, BigQueryJob
 from airflow_durable.testing.databricks import DatabricksEmulator, DatabricksRun
 from airflow_durable.testing.dbt_cloud import DbtCloudEmulator, DbtCloudRun
+from airflow_durable.testing.emr import EmrContainersEmulator, EmrEmulator, EmrServerlessEmulator
 from airflow_durable.testing.redshift_data import RedshiftDataEmulator
 from airflow_durable.testing.snowflake import SnowflakeEmulator, SnowflakeRequest, SnowflakeStatement
 
@@ -42,6 +43,9 @@ __all__ = [
     "DatabricksRun",
     "DbtCloudEmulator",
     "DbtCloudRun",
+    "EmrContainersEmulator",
+    "EmrEmulator",
+    "EmrServerlessEmulator",
     "EmulatorError",
     "Fault",
     "FaultPlan",

@@ -48,6 +48,13 @@ Example::
     CA) recording into ``durable_ledger``, with the ``dbt_cloud_default`` connection and the CA
     variables (``REQUESTS_CA_BUNDLE``, ``SSL_CERT_FILE``) set through ``monkeypatch``; stopped at teardown.
 
+``emr_emulator`` / ``emr_serverless_emulator`` / ``emr_containers_emulator``
+    A started :class:`~airflow_durable.testing.emr.EmrEmulator` (steps on the cluster
+    ``emr_emulator.cluster_id``), :class:`~airflow_durable.testing.emr.EmrServerlessEmulator`
+    (application ``.application_id``) or :class:`~airflow_durable.testing.emr.EmrContainersEmulator`
+    (virtual cluster ``.virtual_cluster_id``) recording into ``durable_ledger``, with the
+    ``aws_default`` connection pointing at it; stopped at teardown.
+
 To use another connection id, install it yourself:
 ``databricks_emulator.install_connection(monkeypatch.setenv, conn_id="my_dbx")``.
 """
@@ -70,6 +77,7 @@ if TYPE_CHECKING:
         SnowflakeEmulator,
     )
     from airflow_durable.testing.aws import AwsEmulator
+    from airflow_durable.testing.emr import EmrContainersEmulator, EmrEmulator, EmrServerlessEmulator
 
 
 @pytest.fixture
@@ -165,3 +173,31 @@ def batch_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> I
     from airflow_durable.testing.batch import BatchEmulator
 
     yield from _aws_emulator(BatchEmulator(ledger=durable_ledger), monkeypatch)
+
+
+@pytest.fixture
+def emr_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmrEmulator]:
+    """EMR steps on an emulated cluster, installed as the ``aws_default`` connection."""
+    from airflow_durable.testing.emr import EmrEmulator
+
+    yield from _aws_emulator(EmrEmulator(ledger=durable_ledger), monkeypatch)
+
+
+@pytest.fixture
+def emr_serverless_emulator(
+    durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[EmrServerlessEmulator]:
+    """EMR Serverless job runs on an emulated application, installed as the ``aws_default`` connection."""
+    from airflow_durable.testing.emr import EmrServerlessEmulator
+
+    yield from _aws_emulator(EmrServerlessEmulator(ledger=durable_ledger), monkeypatch)
+
+
+@pytest.fixture
+def emr_containers_emulator(
+    durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[EmrContainersEmulator]:
+    """EMR on EKS job runs on an emulated virtual cluster, installed as the ``aws_default`` connection."""
+    from airflow_durable.testing.emr import EmrContainersEmulator
+
+    yield from _aws_emulator(EmrContainersEmulator(ledger=durable_ledger), monkeypatch)

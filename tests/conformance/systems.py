@@ -52,6 +52,15 @@ class SystemCase:
     #: How the submit→persist window is closed: ``"idempotency"`` (the system dedupes a resubmission
     #: with the same token) or ``"lookup"`` (the retry finds the job by its token and does not submit).
     window_closed_by: str = "idempotency"
+    #: ``reported_id(outcome)`` → the job id as the finished try reports it (default: ``xcom_id`` of its
+    #: XComs), for systems whose id is not in an XCom (EMR steps: the return value).
+    reported_id: Callable[[Any], Any] | None = None
+    #: The external id as the task state store holds it, for the ledger's id (EMR steps: a list).
+    stored_id: Callable[[Any], Any] = lambda external_id: external_id
+    #: The provider's *sync* wait may read another endpoint than the trigger, and give up after another
+    #: count of errors (``None``: the same as ``status_call`` / ``status_errors_to_give_up``).
+    status_call_sync: tuple[str, str] | None = None
+    status_errors_to_give_up_sync: int | None = None
     #: A stored id of the wrong type for this system.
     wrong_type_id: Any = "x"
     #: The HTTP status the "status API fails past the provider's retries" cells inject.
@@ -67,6 +76,9 @@ class SystemCase:
     #: Trigger event key of the job id, and ``success_event(id)``: the event of a succeeded job.
     event_id_key: str = "run_id"
     foreign_id: Any = 999_999
+    #: ``foreign_event(real_event)`` → ``(event about another job, text naming that job)``, for events
+    #: whose id is nested (default: ``event_id_key`` set to ``foreign_id``).
+    foreign_event: Callable[[Any], tuple[Any, str]] | None = None
     success_event: Callable[[Any], dict[str, Any]] = lambda external_id: {
         "run_id": external_id,
         "run_page_url": "x",
@@ -77,7 +89,7 @@ class SystemCase:
     #: True where ``{"status": "error", "message": ...}`` is the provider trigger's own failure event.
     error_event_is_wellformed: bool = False
     #: Whether a ledger token is one of our durable tokens (degraded runs must send none).
-    is_durable_token: Callable[[Any], bool] = lambda token: token is not None
+    is_durable_token: Callable[[Any], bool] = lambda token: token is not None and "afd-" in str(token)
 
     def lifecycle(self, ending: str | None = None, active_reads: int = 6) -> list[str]:
         """A job that stays active for ``active_reads`` status reads, then ends (``succeeded`` by default).
@@ -95,6 +107,24 @@ class SystemCase:
     def submit_calls(self, emulator: Any) -> list[Any]:
         """Every submit call, idempotent replays included."""
         return [e for e in emulator.ledger.entries if e.operation in self.submit_operations]
+
+    def reported(self, outcome: Any) -> Any:
+        """The job id the finished try reports."""
+        return self.reported_id(outcome) if self.reported_id is not None else self.xcom_id(outcome.xcoms)
+
+    def about_another_job(self, real_event: Any) -> tuple[Any, str]:
+        """A well-formed trigger event about a job that is not the tracked one, and that job's id as text."""
+        if self.foreign_event is not None:
+            return self.foreign_event(real_event)
+        return {**real_event, self.event_id_key: self.foreign_id}, str(self.foreign_id)
+
+    def add_sync_status_fault(self, emulator: Any, status: int) -> Any:
+        """Make the provider's sync wait fail on the status API until it gives up; return the fault."""
+        method, path = self.status_call_sync or self.status_call
+        times = self.status_errors_to_give_up_sync or self.status_errors_to_give_up
+        return emulator.faults.add(
+            method=method, path_contains=path, status=status, times=times, transport="sync"
+        )
 
     def add_trigger_fault(self, emulator: Any, status: int, times: int) -> Any:
         """Make the trigger's status polls fail ``times`` times (not the operator's own reads)."""

@@ -59,11 +59,12 @@ def test_fresh_submit_succeeds_with_provider_xcoms(case, emulator, deferrable):
     assert outcome.try_number == 1
     run_id = only_job(case, emulator)
     assert expected_xcoms(case, deferrable) <= set(outcome.xcoms)
-    assert case.xcom_id(outcome.xcoms) == run_id
+    assert case.reported(outcome) == run_id
     assert outcome.result == case.result_for(run_id)  # the provider operator's return value
     assert outcome.deferrals == (1 if deferrable else 0)
     record = runner.store.data[case.external_id_key]
-    assert record["state"] == "done" and record["external_id"] == run_id and record["generation"] == 1
+    assert record["state"] == "done" and record["external_id"] == case.stored_id(run_id)
+    assert record["generation"] == 1
 
 
 # --------------------------------------------------------------------------- crashes
@@ -80,7 +81,7 @@ def test_worker_dies_after_submit_before_persist(case, emulator, deferrable):
     submit_calls = case.submit_calls(emulator)
     if case.window_closed_by == "lookup":
         assert len(submit_calls) == 1
-        assert case.xcom_id(outcome.xcoms) == run_id
+        assert case.reported(outcome) == run_id
         assert outcome.result == case.result_for(run_id)
     else:
         assert len(submit_calls) == 2 and submit_calls[0].token == submit_calls[1].token
@@ -95,7 +96,7 @@ def test_worker_dies_after_persist_before_waiting(case, emulator, deferrable):
     outcome = runner.run()
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
     run_id = only_job(case, emulator)
-    assert case.xcom_id(outcome.xcoms) == run_id
+    assert case.reported(outcome) == run_id
     assert outcome.result == case.result_for(run_id)
     assert expected_xcoms(case, deferrable) <= set(outcome.xcoms)
     assert outcome.deferrals == (1 if deferrable else 0)  # a reconnect defers again, submitting nothing
@@ -122,7 +123,7 @@ def test_worker_dies_in_execute_complete_after_success(case, emulator, before):
     run_id = only_job(case, emulator)
     assert outcome.deferrals == 0  # already succeeded: no new deferral
     assert case.xcoms_deferrable <= set(outcome.xcoms)
-    assert case.xcom_id(outcome.xcoms) == run_id
+    assert case.reported(outcome) == run_id
     assert outcome.result == case.result_for(run_id)
 
 
@@ -161,20 +162,13 @@ def test_user_clears_finished_task_runs_the_job_again(case, emulator, deferrable
 def test_status_api_error_mid_poll(case, emulator, deferrable):
     """The status API fails past the hook's retries: the try fails, the retry reconnects (1 submission)."""
     emulator.lifecycle = case.lifecycle(active_reads=8)
-    method, path = case.status_call
     if deferrable:
         fault = case.add_trigger_fault(emulator, status=500, times=case.status_errors_to_give_up)
     else:
-        fault = emulator.faults.add(
-            method=method,
-            path_contains=path,
-            status=500,
-            times=case.status_errors_to_give_up,
-            transport="sync",
-        )
+        fault = case.add_sync_status_fault(emulator, status=500)
     runner = runner_for(case, emulator, deferrable)
     outcome = runner.run()
-    assert fault.hits == case.status_errors_to_give_up
+    assert fault.hits == fault.times
     assert [o.state for o in runner.outcomes] == ["failed", "success"]
     only_job(case, emulator)
     assert outcome.state == "success"
@@ -339,10 +333,17 @@ def test_malformed_trigger_event_fails_clearly_and_the_retry_recovers(case, emul
 
 def test_event_about_another_job_is_refused(case, emulator):
     runner = runner_for(case, emulator, True)
-    runner.event_filter = lambda real_event: {**real_event, case.event_id_key: case.foreign_id}
+    foreign_ids: list[str] = []
+
+    def about_another_job(real_event: Any) -> Any:
+        event, foreign_id = case.about_another_job(real_event)
+        foreign_ids.append(foreign_id)
+        return event
+
+    runner.event_filter = about_another_job
     outcome = runner.run_try()
     assert isinstance(outcome.error, DurableEventError)
-    assert str(case.foreign_id) in str(outcome.error)
+    assert foreign_ids and foreign_ids[0] in str(outcome.error)
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
