@@ -162,8 +162,8 @@ class DurableJobEngine:
     * ``durable_defer(external_id, context, reconnect)`` — hand the id to the provider's own trigger
       (``self.defer(..., method_name="execute_complete")``) or complete inline as the provider does.
     * ``durable_event_id(event)`` — validate a trigger event and return the id it is about, or ``None``
-      for a well-formed event that names no id (e.g. Snowflake's error events): it is about the
-      tracked job.
+      for a well-formed event that names no job (e.g. Snowflake's and BigQuery's error events): it
+      concerns the tracked job.
     * ``durable_result(external_id, context, already_succeeded)`` — the provider's return value and
       XComs; ``already_succeeded`` means no poll/defer ran in this try, so push what they would have.
     * optional ``durable_find(token, context)`` — look a job up by its token, for systems without
@@ -251,6 +251,7 @@ class DurableJobEngine:
                 f"task {self.task_id}: malformed trigger event for job {stored_id!r}: {err}. "
                 "The job reference is kept; the next try reconnects to the job or sees its outcome."
             ) from err
+        # ``None``: the trigger's event names no job (e.g. a failure event); it is about the tracked one.
         if stored_id is not None and event_id is not None and str(event_id) != str(stored_id):
             raise DurableEventError(
                 f"task {self.task_id}: trigger event is about job {event_id!r}, but this task instance "

@@ -157,6 +157,7 @@ class TaskRunner:
         operator = self.make_operator()  # every try is a fresh process with a freshly parsed operator
         self.last_operator = operator
         context = self.context()
+        context["task"] = operator  # Airflow's context carries the task (Airflow 2 link helpers read it)
         method: Callable[..., Any] = operator.execute
         kwargs: dict[str, Any] = {}
         try:
@@ -174,6 +175,7 @@ class TaskRunner:
                     operator = self.make_operator()
                     self.last_operator = operator
                     method = getattr(operator, deferred.method_name)
+                    context["task"] = operator
                     kwargs = {"event": event}
         except WorkerCrash as crash:
             outcome.state, outcome.error = "crashed", crash
@@ -198,7 +200,7 @@ class TaskRunner:
     def _run_trigger(self, trigger: Any) -> Any:
         for _ in range(self.trigger_interrupts):
             # The triggerer dies after the trigger's first poll; another one rebuilds it from the DB row.
-            asyncio.run(_first_event(_rebuild(trigger), timeout=0.3, allow_timeout=True))
+            _killed_after(_rebuild(trigger), seconds=0.3)
             trigger = _rebuild(trigger)
         self.trigger_interrupts = 0
         return asyncio.run(_first_event(_rebuild(trigger), timeout=30))
@@ -206,6 +208,28 @@ class TaskRunner:
 
 class TriggerFailure(RuntimeError):
     """The trigger raised: Airflow resumes the task with ``__fail__`` and the try fails."""
+
+
+#: Event loops of triggerers "killed" mid-run: kept so their abandoned tasks are never finalized mid-test.
+_KILLED_LOOPS: list[asyncio.AbstractEventLoop] = []
+
+
+def _killed_after(trigger: Any, seconds: float) -> None:
+    """Run ``trigger`` for ``seconds``, then abandon it as a SIGKILL would: no ``CancelledError`` reaches
+    it, so none of its cancellation handlers run (e.g. a trigger asking the task's state before cancelling
+    its job, which only a live triggerer can answer)."""
+
+    async def first() -> Any:
+        async for event in trigger.run():
+            return event.payload
+        return None
+
+    loop = asyncio.new_event_loop()
+    _KILLED_LOOPS.append(loop)
+    task = loop.create_task(first())
+    loop.run_until_complete(asyncio.wait([task], timeout=seconds))
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        raise TriggerFailure(f"trigger failed: {task.exception()}") from task.exception()
 
 
 def _rebuild(trigger: Any) -> Any:

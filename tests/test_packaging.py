@@ -68,6 +68,10 @@ def test_importing_the_package_imports_no_airflow_at_all():
         ("airflow_durable.engine", None),
         ("airflow_durable.operators.dbt_cloud", "dbt"),
         ("airflow_durable.operators.snowflake", "snowflake"),
+        ("airflow_durable.operators.bigquery", "google"),
+        ("airflow_durable.operators.redshift", "amazon"),
+        ("airflow_durable.operators.batch", "amazon"),
+        ("airflow_durable.operators.emr", "amazon"),
     ],
 )
 def test_an_operator_module_imports_no_other_provider(module, own):

@@ -22,15 +22,30 @@ from airflow_durable.testing._core import (
     Response,
 )
 from airflow_durable.testing._tls import LoopbackCA
+from airflow_durable.testing.aws import AwsEmulator, AwsJob, MotoServer
+from airflow_durable.testing.batch import BatchEmulator
+from airflow_durable.testing.bigquery import BigQueryEmulator, BigQueryJob
 from airflow_durable.testing.databricks import DatabricksEmulator, DatabricksRun
 from airflow_durable.testing.dbt_cloud import DbtCloudEmulator, DbtCloudRun
+from airflow_durable.testing.emr import EmrContainersEmulator, EmrEmulator, EmrServerlessEmulator
+from airflow_durable.testing.redshift_data import RedshiftDataEmulator
 from airflow_durable.testing.snowflake import SnowflakeEmulator, SnowflakeRequest, SnowflakeStatement
 
 __all__ = [
+    "AwsEmulator",
+    "AwsJob",
+    "BatchEmulator",
+    "MotoServer",
+    "RedshiftDataEmulator",
+    "BigQueryEmulator",
+    "BigQueryJob",
     "DatabricksEmulator",
     "DatabricksRun",
     "DbtCloudEmulator",
     "DbtCloudRun",
+    "EmrContainersEmulator",
+    "EmrEmulator",
+    "EmrServerlessEmulator",
     "EmulatorError",
     "Fault",
     "FaultPlan",

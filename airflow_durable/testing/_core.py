@@ -196,6 +196,9 @@ class Response:
     status: int = 200
     json: Any = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    #: Bytes to send as they are instead of ``json`` (a proxying emulator relays another server's body);
+    #: its ``Content-Type`` comes from ``headers`` (default ``application/json``).
+    raw: bytes | None = None
 
 
 class EmulatorError(Exception):
@@ -625,11 +628,17 @@ class _RequestHandler(BaseHTTPRequestHandler):
             except OSError:
                 pass
             return
-        data = json.dumps(response.json).encode()
+        data = response.raw if response.raw is not None else json.dumps(response.json).encode()
+        headers = {
+            k: v for k, v in response.headers.items() if k.lower() not in ("content-type", "content-length")
+        }
+        content_type = next(
+            (v for k, v in response.headers.items() if k.lower() == "content-type"), "application/json"
+        )
         self.send_response(response.status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
-        for key, value in response.headers.items():
+        for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)

@@ -20,6 +20,19 @@ Fixtures:
     processes, through the environment) routing ``*.snowflakecomputing.com`` to it over TLS with a
     throwaway CA (all through ``monkeypatch``, undone at teardown); stopped at teardown.
 
+``bigquery_emulator``
+    A started :class:`~airflow_durable.testing.BigQueryEmulator` recording into ``durable_ledger``,
+    with ``BIGQUERY_EMULATOR_HOST`` and the ``google_cloud_default`` connection (anonymous
+    credentials) pointing at it through ``monkeypatch``; stopped at teardown.
+
+``redshift_data_emulator`` / ``batch_emulator``
+    A started :class:`~airflow_durable.testing.RedshiftDataEmulator` /
+    :class:`~airflow_durable.testing.BatchEmulator` recording into ``durable_ledger``, with the
+    ``aws_default`` connection (fake credentials, ``endpoint_url`` → the emulator) installed through
+    ``monkeypatch``. They share one moto server per test process (started on first use, reset for
+    every test), so only the first AWS test of a worker pays moto's start-up. ``AWS_DATA_PATH`` points
+    at a trimmed botocore endpoints file (see ``AwsEmulator.install_fast_botocore``).
+
 Example::
 
     from airflow.providers.databricks.hooks.databricks import DatabricksHook
@@ -35,6 +48,13 @@ Example::
     CA) recording into ``durable_ledger``, with the ``dbt_cloud_default`` connection and the CA
     variables (``REQUESTS_CA_BUNDLE``, ``SSL_CERT_FILE``) set through ``monkeypatch``; stopped at teardown.
 
+``emr_emulator`` / ``emr_serverless_emulator`` / ``emr_containers_emulator``
+    A started :class:`~airflow_durable.testing.emr.EmrEmulator` (steps on the cluster
+    ``emr_emulator.cluster_id``), :class:`~airflow_durable.testing.emr.EmrServerlessEmulator`
+    (application ``.application_id``) or :class:`~airflow_durable.testing.emr.EmrContainersEmulator`
+    (virtual cluster ``.virtual_cluster_id``) recording into ``durable_ledger``, with the
+    ``aws_default`` connection pointing at it; stopped at teardown.
+
 To use another connection id, install it yourself:
 ``databricks_emulator.install_connection(monkeypatch.setenv, conn_id="my_dbx")``.
 """
@@ -42,12 +62,22 @@ To use another connection id, install it yourself:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from airflow_durable.testing import DatabricksEmulator, DbtCloudEmulator, Ledger, SnowflakeEmulator
+    from airflow_durable.testing import (
+        BatchEmulator,
+        BigQueryEmulator,
+        DatabricksEmulator,
+        DbtCloudEmulator,
+        Ledger,
+        RedshiftDataEmulator,
+        SnowflakeEmulator,
+    )
+    from airflow_durable.testing.aws import AwsEmulator
+    from airflow_durable.testing.emr import EmrContainersEmulator, EmrEmulator, EmrServerlessEmulator
 
 
 @pytest.fixture
@@ -102,3 +132,72 @@ def dbt_cloud_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) 
         errors = list(emulator.server.errors)
     if errors:
         raise AssertionError(f"the dbt Cloud emulator raised while serving the test: {errors!r}")
+
+
+@pytest.fixture
+def bigquery_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[BigQueryEmulator]:
+    """A running BigQuery jobs API emulator installed as the ``google_cloud_default`` connection."""
+    from airflow_durable.testing.bigquery import BigQueryEmulator
+
+    with BigQueryEmulator(ledger=durable_ledger) as emulator:
+        emulator.install(monkeypatch.setenv, conn_id="google_cloud_default")
+        yield emulator
+        errors = list(emulator.server.errors)
+    if errors:
+        raise AssertionError(f"the BigQuery emulator raised while serving the test: {errors!r}")
+
+
+def _aws_emulator(emulator: AwsEmulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    with emulator:
+        emulator.install_connection(monkeypatch.setenv, conn_id="aws_default")
+        emulator.install_fast_botocore(monkeypatch.setenv)
+        yield emulator
+        errors = list(emulator.server.errors)
+    if errors:
+        raise AssertionError(f"the {emulator.system} emulator raised while serving the test: {errors!r}")
+
+
+@pytest.fixture
+def redshift_data_emulator(
+    durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[RedshiftDataEmulator]:
+    """A running Redshift Data API emulator installed as the ``aws_default`` connection."""
+    from airflow_durable.testing.redshift_data import RedshiftDataEmulator
+
+    yield from _aws_emulator(RedshiftDataEmulator(ledger=durable_ledger), monkeypatch)
+
+
+@pytest.fixture
+def batch_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[BatchEmulator]:
+    """A running AWS Batch emulator (moto behind the front) installed as the ``aws_default`` connection."""
+    from airflow_durable.testing.batch import BatchEmulator
+
+    yield from _aws_emulator(BatchEmulator(ledger=durable_ledger), monkeypatch)
+
+
+@pytest.fixture
+def emr_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmrEmulator]:
+    """EMR steps on an emulated cluster, installed as the ``aws_default`` connection."""
+    from airflow_durable.testing.emr import EmrEmulator
+
+    yield from _aws_emulator(EmrEmulator(ledger=durable_ledger), monkeypatch)
+
+
+@pytest.fixture
+def emr_serverless_emulator(
+    durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[EmrServerlessEmulator]:
+    """EMR Serverless job runs on an emulated application, installed as the ``aws_default`` connection."""
+    from airflow_durable.testing.emr import EmrServerlessEmulator
+
+    yield from _aws_emulator(EmrServerlessEmulator(ledger=durable_ledger), monkeypatch)
+
+
+@pytest.fixture
+def emr_containers_emulator(
+    durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[EmrContainersEmulator]:
+    """EMR on EKS job runs on an emulated virtual cluster, installed as the ``aws_default`` connection."""
+    from airflow_durable.testing.emr import EmrContainersEmulator
+
+    yield from _aws_emulator(EmrContainersEmulator(ledger=durable_ledger), monkeypatch)

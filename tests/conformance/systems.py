@@ -42,32 +42,54 @@ class SystemCase:
     # Optional vocabulary of systems that are not shaped like Databricks (the defaults are Databricks').
     #: The state a new job starts in (first state of :meth:`lifecycle`).
     initial: str = "PENDING"
-    #: The XCom key that carries the external id, with the same value as the ledger's ``external_id``.
-    id_xcom: str = "run_id"
-    #: The provider operator's return value for a successful job with this id.
-    expected_result: Callable[[Any], Any] = lambda external_id: None
-    #: Ledger operations that are submit calls (replays included) and the cancel call.
+    #: The job id as the provider's XComs carry it.
+    xcom_id: Callable[[dict[str, Any]], Any] = lambda xcoms: xcoms["run_id"]
+    #: The provider operator's return value for a job id.
+    result_for: Callable[[Any], Any] = lambda external_id: None
+    #: Ledger operations that submit a job (idempotent replays included), and the one that cancels it.
     submit_operations: frozenset[str] = frozenset({"runs/submit", "run-now"})
     cancel_operation: str = "runs/cancel"
     #: How the submit→persist window is closed: ``"idempotency"`` (the system dedupes a resubmission
     #: with the same token) or ``"lookup"`` (the retry finds the job by its token and does not submit).
     window_closed_by: str = "idempotency"
+    #: ``reported_id(outcome)`` → the job id as the finished try reports it (default: ``xcom_id`` of its
+    #: XComs), for systems whose id is not in an XCom (EMR steps: the return value).
+    reported_id: Callable[[Any], Any] | None = None
+    #: The external id as the task state store holds it, for the ledger's id (EMR steps: a list).
+    stored_id: Callable[[Any], Any] = lambda external_id: external_id
+    #: The provider's *sync* wait may read another endpoint than the trigger, and give up after another
+    #: count of errors (``None``: the same as ``status_call`` / ``status_errors_to_give_up``).
+    status_call_sync: tuple[str, str] | None = None
+    status_errors_to_give_up_sync: int | None = None
+    #: A stored id of the wrong type for this system.
+    wrong_type_id: Any = "x"
     #: The HTTP status the "status API fails past the provider's retries" cells inject.
     transient_status: int = 503
-    #: Text in the error of a deferred try whose trigger failed on the status API.
-    trigger_error_match: str = "trigger failed"
+    #: Transport of the trigger's status polls, and how many status reads the operator itself makes
+    #: between submitting and deferring (a trigger fault must skip them).
+    trigger_transport: str = "async"
+    pre_defer_status_reads: int = 0
+    #: What the failed try's error says when the trigger met a status API error.
+    trigger_error_text: str = "trigger failed"
     #: Replacements for the malformed-event cells, by cell id (a shape that is valid for this system).
     malformed_events: dict[str, Any] = field(default_factory=dict)
-    #: ``foreign_event(real_event)`` → a well-formed event about another job (whose id contains 999999).
-    foreign_event: Callable[[Any], Any] = lambda event: {**event, "run_id": 999_999}
-    #: ``success_event(external_id)`` → the provider trigger's success event for that job.
-    success_event: Callable[[Any], Any] = lambda external_id: {
+    #: Trigger event key of the job id, and ``success_event(id)``: the event of a succeeded job.
+    event_id_key: str = "run_id"
+    foreign_id: Any = 999_999
+    #: ``foreign_event(real_event)`` → ``(event about another job, text naming that job)``, for events
+    #: whose id is nested (default: ``event_id_key`` set to ``foreign_id``).
+    foreign_event: Callable[[Any], tuple[Any, str]] | None = None
+    success_event: Callable[[Any], dict[str, Any]] = lambda external_id: {
         "run_id": external_id,
         "run_page_url": "x",
         "run_state": '{"life_cycle_state": "TERMINATED", "result_state": "SUCCESS", "state_message": ""}',
         "repair_run": False,
         "errors": [],
     }
+    #: True where ``{"status": "error", "message": ...}`` is the provider trigger's own failure event.
+    error_event_is_wellformed: bool = False
+    #: Whether a ledger token is one of our durable tokens (degraded runs must send none).
+    is_durable_token: Callable[[Any], bool] = lambda token: token is not None and "afd-" in str(token)
 
     def lifecycle(self, ending: str | None = None, active_reads: int = 6) -> list[str]:
         """A job that stays active for ``active_reads`` status reads, then ends (``succeeded`` by default).
@@ -81,6 +103,46 @@ class SystemCase:
 
     def tokens(self, emulator: Any) -> list[str]:
         return [entry.token for entry in self.submissions(emulator)]
+
+    def submit_calls(self, emulator: Any) -> list[Any]:
+        """Every submit call, idempotent replays included."""
+        return [e for e in emulator.ledger.entries if e.operation in self.submit_operations]
+
+    def reported(self, outcome: Any) -> Any:
+        """The job id the finished try reports."""
+        return self.reported_id(outcome) if self.reported_id is not None else self.xcom_id(outcome.xcoms)
+
+    def about_another_job(self, real_event: Any) -> tuple[Any, str]:
+        """A well-formed trigger event about a job that is not the tracked one, and that job's id as text."""
+        if self.foreign_event is not None:
+            return self.foreign_event(real_event)
+        return {**real_event, self.event_id_key: self.foreign_id}, str(self.foreign_id)
+
+    def add_sync_status_fault(self, emulator: Any, status: int) -> Any:
+        """Make the provider's sync wait fail on the status API until it gives up; return the fault."""
+        method, path = self.status_call_sync or self.status_call
+        times = self.status_errors_to_give_up_sync or self.status_errors_to_give_up
+        return emulator.faults.add(
+            method=method, path_contains=path, status=status, times=times, transport="sync"
+        )
+
+    def add_trigger_fault(self, emulator: Any, status: int, times: int) -> Any:
+        """Make the trigger's status polls fail ``times`` times (not the operator's own reads)."""
+        method, path = self.status_call
+        seen = [0]
+
+        def after_operator_reads(request: Any) -> bool:
+            seen[0] += 1
+            return seen[0] > self.pre_defer_status_reads
+
+        return emulator.faults.add(
+            method=method,
+            path_contains=path,
+            status=status,
+            times=times,
+            transport=self.trigger_transport,
+            predicate=after_operator_reads if self.pre_defer_status_reads else None,
+        )
 
 
 def _collect() -> list[SystemCase]:

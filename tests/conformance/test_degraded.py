@@ -34,20 +34,17 @@ def test_one_task_submits_and_waits_without_touching_the_store(case, emulator, d
     assert runner.store.calls == []
     submissions = case.submissions(emulator)
     assert len(submissions) == 1
-    assert submissions[0].token is None  # no deterministic token: it would return a failed run forever
+    # no deterministic token: it would return a failed run forever
+    assert not case.is_durable_token(submissions[0].token)
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_every_try_submits_fresh(case, emulator, deferrable):
     emulator.lifecycle = case.lifecycle(active_reads=8)
-    method, path = case.status_call
-    emulator.faults.add(
-        method=method,
-        path_contains=path,
-        status=case.transient_status,
-        times=case.status_errors_to_give_up,
-        transport="async" if deferrable else "sync",
-    )
+    if deferrable:
+        case.add_trigger_fault(emulator, status=case.transient_status, times=case.status_errors_to_give_up)
+    else:
+        case.add_sync_status_fault(emulator, status=case.transient_status)
     runner = degraded_runner(case, emulator, deferrable)
     outcome = runner.run()
     assert [o.state for o in runner.outcomes] == ["failed", "success"]

@@ -18,7 +18,8 @@ from tests.conformance.systems import SystemCase
 from tests.harness import DURABLE, MemoryStateStore, TaskRunner, record_state
 
 pytestmark = pytest.mark.skipif(
-    not DURABLE, reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py"
+    not DURABLE,
+    reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py",
 )
 
 PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
@@ -58,11 +59,12 @@ def test_fresh_submit_succeeds_with_provider_xcoms(case, emulator, deferrable):
     assert outcome.try_number == 1
     run_id = only_job(case, emulator)
     assert expected_xcoms(case, deferrable) <= set(outcome.xcoms)
-    assert outcome.xcoms[case.id_xcom] == run_id
-    assert outcome.result == case.expected_result(run_id)  # the provider operator's return value
+    assert case.reported(outcome) == run_id
+    assert outcome.result == case.result_for(run_id)  # the provider operator's return value
     assert outcome.deferrals == (1 if deferrable else 0)
     record = runner.store.data[case.external_id_key]
-    assert record["state"] == "done" and record["external_id"] == run_id and record["generation"] == 1
+    assert record["state"] == "done" and record["external_id"] == case.stored_id(run_id)
+    assert record["generation"] == 1
 
 
 # --------------------------------------------------------------------------- crashes
@@ -76,11 +78,11 @@ def test_worker_dies_after_submit_before_persist(case, emulator, deferrable):
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
     assert outcome.state == "success"
     run_id = only_job(case, emulator)
-    submit_calls = [e for e in emulator.ledger.entries if e.operation in case.submit_operations]
+    submit_calls = case.submit_calls(emulator)
     if case.window_closed_by == "lookup":
         assert len(submit_calls) == 1
-        assert outcome.xcoms[case.id_xcom] == run_id
-        assert outcome.result == case.expected_result(run_id)
+        assert case.reported(outcome) == run_id
+        assert outcome.result == case.result_for(run_id)
     else:
         assert len(submit_calls) == 2 and submit_calls[0].token == submit_calls[1].token
         assert [e.created for e in submit_calls] == [True, False]
@@ -94,8 +96,8 @@ def test_worker_dies_after_persist_before_waiting(case, emulator, deferrable):
     outcome = runner.run()
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
     run_id = only_job(case, emulator)
-    assert outcome.xcoms[case.id_xcom] == run_id
-    assert outcome.result == case.expected_result(run_id)
+    assert case.reported(outcome) == run_id
+    assert outcome.result == case.result_for(run_id)
     assert expected_xcoms(case, deferrable) <= set(outcome.xcoms)
     assert outcome.deferrals == (1 if deferrable else 0)  # a reconnect defers again, submitting nothing
 
@@ -103,18 +105,11 @@ def test_worker_dies_after_persist_before_waiting(case, emulator, deferrable):
 def test_trigger_error_event_while_job_runs(case, emulator):
     """API 5xx beyond the trigger's retries fails the deferred try; the retry reconnects to the same run."""
     emulator.lifecycle = case.lifecycle(active_reads=8)
-    method, path = case.status_call
-    emulator.faults.add(
-        method=method,
-        path_contains=path,
-        status=case.transient_status,
-        times=case.status_errors_to_give_up,
-        transport="async",
-    )
+    case.add_trigger_fault(emulator, status=case.transient_status, times=case.status_errors_to_give_up)
     runner = runner_for(case, emulator, True)
     outcome = runner.run()
     assert [o.state for o in runner.outcomes] == ["failed", "success"]
-    assert case.trigger_error_match in str(runner.outcomes[0].error)
+    assert case.trigger_error_text in str(runner.outcomes[0].error)
     only_job(case, emulator)
     assert outcome.deferrals == 1
 
@@ -128,8 +123,8 @@ def test_worker_dies_in_execute_complete_after_success(case, emulator, before):
     run_id = only_job(case, emulator)
     assert outcome.deferrals == 0  # already succeeded: no new deferral
     assert case.xcoms_deferrable <= set(outcome.xcoms)
-    assert outcome.xcoms[case.id_xcom] == run_id
-    assert outcome.result == case.expected_result(run_id)
+    assert case.reported(outcome) == run_id
+    assert outcome.result == case.result_for(run_id)
 
 
 def test_sync_worker_dies_after_success_before_airflow_records_it(case, emulator):
@@ -139,7 +134,7 @@ def test_sync_worker_dies_after_success_before_airflow_records_it(case, emulator
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
     run_id = only_job(case, emulator)
     assert case.xcoms_sync <= set(outcome.xcoms)
-    assert outcome.result == case.expected_result(run_id)
+    assert outcome.result == case.result_for(run_id)
 
 
 def test_triggerer_killed_mid_deferral(case, emulator):
@@ -167,17 +162,13 @@ def test_user_clears_finished_task_runs_the_job_again(case, emulator, deferrable
 def test_status_api_error_mid_poll(case, emulator, deferrable):
     """The status API fails past the hook's retries: the try fails, the retry reconnects (1 submission)."""
     emulator.lifecycle = case.lifecycle(active_reads=8)
-    method, path = case.status_call
-    fault = emulator.faults.add(
-        method=method,
-        path_contains=path,
-        status=500,
-        times=case.status_errors_to_give_up,
-        transport="sync" if not deferrable else "async",
-    )
+    if deferrable:
+        fault = case.add_trigger_fault(emulator, status=500, times=case.status_errors_to_give_up)
+    else:
+        fault = case.add_sync_status_fault(emulator, status=500)
     runner = runner_for(case, emulator, deferrable)
     outcome = runner.run()
-    assert fault.hits == case.status_errors_to_give_up
+    assert fault.hits == fault.times
     assert [o.state for o in runner.outcomes] == ["failed", "success"]
     only_job(case, emulator)
     assert outcome.state == "success"
@@ -190,21 +181,34 @@ MALFORMED = [
     pytest.param({}, id="empty-dict"),
     pytest.param([1, 2], id="list"),
     pytest.param({"job": 1}, id="foreign-dict"),
+    pytest.param("wrong-id-type", id="wrong-id-type"),  # built per case: SystemCase.wrong_type_id
     pytest.param(
-        {"schema": "airflow-durable/1", "generation": 1, "token": "t", "state": "submitted", "external_id": "x"},
-        id="wrong-id-type",
-    ),
-    pytest.param(
-        {"schema": "airflow-durable/1", "generation": 0, "token": "t", "state": "submitted", "external_id": 5},
+        {
+            "schema": "airflow-durable/1",
+            "generation": 0,
+            "token": "t",
+            "state": "submitted",
+            "external_id": 5,
+        },
         id="bad-generation",
     ),
-    pytest.param({"schema": "airflow-durable/9", "generation": 1, "token": "t", "state": "done"}, id="future-schema"),
+    pytest.param(
+        {"schema": "airflow-durable/9", "generation": 1, "token": "t", "state": "done"}, id="future-schema"
+    ),
 ]
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
 @pytest.mark.parametrize("stored", MALFORMED)
 def test_malformed_stored_value_fails_clearly_and_submits_nothing(case, emulator, deferrable, stored):
+    if stored == "wrong-id-type":
+        stored = {
+            "schema": "airflow-durable/1",
+            "generation": 1,
+            "token": "t",
+            "state": "submitted",
+            "external_id": case.wrong_type_id,
+        }
     runner = runner_for(case, emulator, deferrable)
     runner.store.data[case.external_id_key] = stored
     outcome = runner.run_try()
@@ -314,9 +318,14 @@ def test_malformed_trigger_event_fails_clearly_and_the_retry_recovers(case, emul
     runner = runner_for(case, emulator, True)
     runner.event_filter = lambda real_event: event
     first = runner.run_try()
-    assert isinstance(first.error, DurableEventError)
     run_id = only_job(case, emulator)
-    assert "job" in str(first.error) and str(run_id) in str(first.error)
+    if case.error_event_is_wellformed and event == {"status": "error", "message": "boom"}:
+        # The provider trigger's own failure event: the provider's error, the record kept.
+        assert first.state == "failed" and not isinstance(first.error, DurableEventError)
+        assert "boom" in str(first.error)
+    else:
+        assert isinstance(first.error, DurableEventError)
+        assert "job" in str(first.error) and str(run_id) in str(first.error)
     runner.event_filter = None
     assert runner.run_try().state == "success"
     assert len(case.submissions(emulator)) == 1
@@ -324,10 +333,17 @@ def test_malformed_trigger_event_fails_clearly_and_the_retry_recovers(case, emul
 
 def test_event_about_another_job_is_refused(case, emulator):
     runner = runner_for(case, emulator, True)
-    runner.event_filter = case.foreign_event
+    foreign_ids: list[str] = []
+
+    def about_another_job(real_event: Any) -> Any:
+        event, foreign_id = case.about_another_job(real_event)
+        foreign_ids.append(foreign_id)
+        return event
+
+    runner.event_filter = about_another_job
     outcome = runner.run_try()
     assert isinstance(outcome.error, DurableEventError)
-    assert "999999" in str(outcome.error)
+    assert foreign_ids and foreign_ids[0] in str(outcome.error)
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
@@ -359,14 +375,7 @@ def test_decisions_are_logged_once_with_the_id(case, emulator, task_logs):
 def test_degrade_with_durable_false_on_this_airflow(case, emulator):
     """``durable=False`` is the degraded contract on any Airflow: no store access, every try submits."""
     runner = TaskRunner(lambda: case.make(emulator, True, durable=False), store=MemoryStateStore())
-    method, path = case.status_call
-    emulator.faults.add(
-        method=method,
-        path_contains=path,
-        status=case.transient_status,
-        times=case.status_errors_to_give_up,
-        transport="async",
-    )
+    case.add_trigger_fault(emulator, status=case.transient_status, times=case.status_errors_to_give_up)
     outcome = runner.run()
     assert outcome.state == "success"
     assert runner.store.calls == []
@@ -410,7 +419,7 @@ def test_two_tries_deciding_at_once_share_one_job(case, emulator, deferrable):
         r.outcomes[0].error for r in runners
     ]
     only_job(case, emulator)
-    assert len([e for e in emulator.ledger.entries if e.operation in case.submit_operations]) == 2
+    assert len(case.submit_calls(emulator)) == 2
 
 
 def test_an_orphaned_try_finishing_late_does_not_touch_a_newer_job(case, emulator):

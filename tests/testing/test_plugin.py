@@ -19,6 +19,7 @@ def test_importing_the_package_and_plugin_imports_no_airflow_and_no_client_libra
         import sys
         import airflow_durable.testing
         import airflow_durable.testing.databricks
+        import airflow_durable.testing.bigquery
         import airflow_durable.testing.pytest_plugin
         heavy = sorted(
             m for m in sys.modules if m.split(".")[0] in ("airflow", "requests", "aiohttp", "tenacity")

@@ -53,12 +53,12 @@ CASES: list[SystemCase] = [
         xcoms_sync=frozenset({"job_run_url", "job_run_id"}),
         xcoms_deferrable=frozenset({"job_run_url", "job_run_id"}),
         external_id_key="airflow_durable.dbt_cloud_run_job",
-        id_xcom="job_run_id",
-        expected_result=lambda run_id: run_id,  # the provider operator returns the run id
+        xcom_id=lambda xcoms: xcoms["job_run_id"],
+        result_for=lambda run_id: run_id,  # the provider operator returns the run id
         submit_operations=frozenset({"jobs/run", "jobs/rerun"}),
         window_closed_by="lookup",
         # The provider trigger turns a status error into an "error" event; execute_complete raises.
-        trigger_error_match="has failed",
+        trigger_error_text="has failed",
         success_event=lambda run_id: {
             "status": "success",
             "message": f"Job run {run_id} has completed successfully.",

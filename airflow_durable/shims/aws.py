@@ -1,0 +1,91 @@
+"""AWS provider differences, in one place (imported only by the AWS operator modules).
+
+The amazon provider's Redshift Data hook builds the ``ExecuteStatement`` / ``BatchExecuteStatement``
+request itself and exposes no ``ClientToken`` (botocore then fills in a random one per call). A
+provider that adds a ``client_token`` argument to ``execute_query`` gets it passed directly; otherwise
+the token is added to the request through botocore's own extension point, the client's
+``before-parameter-build`` event, registered first so botocore's random default never applies. Either
+way the hook's own validation, lineage and session handling run unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["client_token_on", "error_code", "execute_query"]
+
+
+def error_code(error: BaseException) -> str | None:
+    """The AWS error code of a botocore ``ClientError`` (``None`` for anything else)."""
+    response = getattr(error, "response", None)
+    if not isinstance(response, dict):
+        return None
+    code = (response.get("Error") or {}).get("Code")
+    return str(code) if code is not None else None
+
+
+@contextlib.contextmanager
+def client_token_on(client: Any, operations: tuple[str, ...], token: str | None) -> Iterator[None]:
+    """While active, every call of ``operations`` on ``client`` carries ``ClientToken=token``."""
+    if token is None:
+        yield
+        return
+    service = client.meta.service_model.service_id.hyphenize()
+
+    def add_token(params: dict[str, Any], **_: Any) -> None:
+        params.setdefault("ClientToken", token)
+
+    events = [f"before-parameter-build.{service}.{operation}" for operation in operations]
+    for event in events:
+        client.meta.events.register_first(event, add_token, unique_id=f"airflow-durable-token-{event}")
+    try:
+        yield
+    finally:
+        for event in events:
+            client.meta.events.unregister(event, unique_id=f"airflow-durable-token-{event}")
+
+
+def execute_query(hook: Any, token: str | None, **kwargs: Any) -> Any:
+    """``RedshiftDataHook.execute_query(**kwargs)`` whose request carries ``token`` as its ClientToken."""
+    execute: Callable[..., Any] = hook.execute_query
+    if token is not None and "client_token" in inspect.signature(execute).parameters:
+        return execute(client_token=token, **kwargs)
+    with client_token_on(hook.conn, ("ExecuteStatement", "BatchExecuteStatement"), token):
+        return execute(**kwargs)
+
+
+def submit_statement(operator: Any, context: Any, token: str | None) -> str:
+    """Submit a ``RedshiftDataOperator``'s SQL as the installed provider does, carrying ``token``.
+
+    Providers whose operator inherits ``ResumableJobMixin`` (amazon 9.3x) have ``submit_job``, which
+    also sets ``statement_id`` and pushes the ``session_id`` XCom; earlier ones do the same inline in
+    ``execute``, which is repeated here.
+    """
+    submit = getattr(operator, "submit_job", None)
+    if submit is not None:
+        with client_token_on(operator.hook.conn, ("ExecuteStatement", "BatchExecuteStatement"), token):
+            return str(submit(context))
+    output = execute_query(
+        operator.hook,
+        token,
+        database=operator.database,
+        sql=operator.sql,
+        cluster_identifier=operator.cluster_identifier,
+        workgroup_name=operator.workgroup_name,
+        db_user=operator.db_user,
+        parameters=operator.parameters,
+        secret_arn=operator.secret_arn,
+        statement_name=operator.statement_name,
+        with_event=operator.with_event,
+        wait_for_completion=False,
+        poll_interval=operator.poll_interval,
+        session_id=operator.session_id,
+        session_keep_alive_seconds=operator.session_keep_alive_seconds,
+    )
+    operator.statement_id = output.statement_id
+    if output.session_id:
+        context["ti"].xcom_push(key="session_id", value=output.session_id)
+    return str(output.statement_id)

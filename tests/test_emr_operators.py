@@ -1,0 +1,137 @@
+"""EMR specifics beyond the shared failure model: step markers and lookup, submit-only mode, and the
+upstream EMR Serverless defects the durable operator fixes (``QUEUED``, the ``KeyError`` on trigger
+failure events, cancelling a healthy job when the sync wait runs out)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from airflow.exceptions import AirflowException
+
+from airflow_durable.engine import JobPhase
+from tests.conformance.systems import SYSTEMS
+from tests.harness import DURABLE, TaskRunner, record_state
+
+pytestmark = pytest.mark.skipif(
+    not DURABLE, reason="Airflow < 3.3: degraded, see tests/conformance/test_degraded.py"
+)
+
+CASES = {case.id: case for case in SYSTEMS}
+STEPS = [
+    {
+        "Name": "extract",
+        "ActionOnFailure": "CONTINUE",
+        "HadoopJarStep": {"Jar": "command-runner.jar", "Args": ["a"]},
+    },
+    {
+        "Name": "load",
+        "ActionOnFailure": "CONTINUE",
+        "HadoopJarStep": {"Jar": "command-runner.jar", "Args": ["b"]},
+    },
+]
+
+
+def make(case_id: str, emulator: Any, deferrable: bool = False, **overrides: Any) -> TaskRunner:
+    return TaskRunner(lambda: CASES[case_id].make(emulator, deferrable, **overrides))
+
+
+def submits(emulator: Any, operation: str) -> list[Any]:
+    return [e for e in emulator.ledger.entries if e.operation == operation]
+
+
+# --------------------------------------------------------------------------- EMR steps
+def test_steps_keep_readable_names_and_a_retry_after_an_interrupted_submit_finds_them(emr_emulator):
+    """Upstream default ``wait_for_completion=False``: the task only adds the steps."""
+    runner = make("emr_add_steps", emr_emulator, steps=STEPS, wait_for_completion=False)
+    runner.store.crash_when(record_state("submitted"), before=True)
+    outcome = runner.run()
+    assert [o.state for o in runner.outcomes] == ["crashed", "success"]
+    (added,) = submits(emr_emulator, "AddJobFlowSteps")  # the retry listed the steps, added none
+    step_ids = emr_emulator.step_ids(added.external_id)
+    assert outcome.result == step_ids and len(step_ids) == 2
+    names = [step["Name"] for step in added.payload["Steps"]]
+    assert names[0].startswith("extract [afd-") and names[0].endswith(" step 1/2]")
+    assert names[1].startswith("load [afd-") and names[1].endswith(" step 2/2]")
+    assert outcome.xcoms["job_flow_id"] == emr_emulator.cluster_id
+
+
+@pytest.mark.parametrize("ending", ["COMPLETED", "FAILED"])
+def test_submit_only_retry_returns_the_steps_it_added_whatever_they_did(emr_emulator, ending):
+    emr_emulator.lifecycle = [ending]
+    runner = make("emr_add_steps", emr_emulator, steps=STEPS, wait_for_completion=False)
+    runner.store.crash_when(record_state("done"), before=True)  # died before Airflow recorded success
+    outcome = runner.run()
+    assert [o.state for o in runner.outcomes] == ["crashed", "success"]
+    (added,) = submits(emr_emulator, "AddJobFlowSteps")
+    assert outcome.result == emr_emulator.step_ids(added.external_id)
+    assert outcome.xcoms["job_flow_id"] == emr_emulator.cluster_id  # pushed again on the retry
+
+
+def test_steps_any_failed_step_is_failed_else_any_active_step_is_active(emr_emulator):
+    operator = CASES["emr_add_steps"].make(emr_emulator, False)
+    assert operator.durable_phase("COMPLETED,FAILED") is JobPhase.FAILED
+    assert operator.durable_phase("FAILED,RUNNING") is JobPhase.FAILED
+    assert operator.durable_phase("COMPLETED,PENDING") is JobPhase.ACTIVE
+    assert operator.durable_phase("COMPLETED,COMPLETED") is JobPhase.SUCCEEDED
+    assert operator.durable_phase("COMPLETED,HIBERNATING") is None
+
+
+# --------------------------------------------------------------------------- EMR Serverless
+def test_serverless_queued_job_is_active_and_the_retry_reconnects(emr_serverless_emulator):
+    emr_serverless_emulator.lifecycle = ["QUEUED"] * 3 + ["RUNNING", "SUCCESS"]
+    runner = make("emr_serverless_start_job", emr_serverless_emulator)
+    runner.store.crash_when(record_state("submitted"), before=False)
+    outcome = runner.run()
+    assert [o.state for o in runner.outcomes] == ["crashed", "success"], outcome.error
+    assert len(emr_serverless_emulator.ledger.submissions()) == 1
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["durable", "degraded"])
+def test_serverless_trigger_failure_event_fails_clearly_instead_of_keyerror(emr_serverless_emulator, durable):
+    emr_serverless_emulator.lifecycle = ["RUNNING", "FAILED"]
+    runner = make("emr_serverless_start_job", emr_serverless_emulator, True, durable=durable)
+    outcome = runner.run_try()
+    assert isinstance(outcome.error, AirflowException) and not isinstance(outcome.error, KeyError)
+    assert "in deferrable mode" in str(outcome.error) and "FAILED" in str(outcome.error)
+    assert ("Not cancelled" in str(outcome.error)) is durable
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["durable", "degraded"])
+def test_serverless_sync_wait_running_out_cancels_only_when_degraded(emr_serverless_emulator, durable):
+    emr_serverless_emulator.lifecycle = ["RUNNING"] * 3 + ["SUCCESS"]  # try 1 reads 2, the decision 1
+    runner = make("emr_serverless_start_job", emr_serverless_emulator, durable=durable, waiter_max_attempts=2)
+    first = runner.run_try()
+    assert first.state == "failed"
+    (job,) = emr_serverless_emulator.ledger.submissions()
+    cancels = submits(emr_serverless_emulator, "CancelJobRun")
+    if not durable:  # upstream's behaviour, kept where the job cannot be tracked
+        assert len(cancels) == 1
+        return
+    assert cancels == [] and "Not cancelled" in str(first.error)
+    assert emr_serverless_emulator.job(job.external_id).state == "RUNNING"
+    second = runner.run_try()  # the retry reconnects to the healthy job
+    assert second.state == "success" and second.result == job.external_id
+    assert len(emr_serverless_emulator.ledger.submissions()) == 1
+
+
+@pytest.mark.parametrize(
+    "overrides, token",
+    [
+        ({"client_request_token": "my-token"}, "my-token"),
+        ({"config": {"clientToken": "cfg-token"}}, "cfg-token"),
+        ({"client_request_token": "my-token", "config": {"clientToken": "cfg-token"}}, "cfg-token"),
+    ],
+)
+def test_serverless_a_token_you_set_wins(emr_serverless_emulator, overrides, token):
+    outcome = make("emr_serverless_start_job", emr_serverless_emulator, **overrides).run_try()
+    assert outcome.state == "success", outcome.error
+    assert [e.token for e in emr_serverless_emulator.ledger.submissions()] == [token]
+
+
+# --------------------------------------------------------------------------- EMR on EKS
+def test_container_a_token_you_set_wins_and_default_names_are_untouched(emr_containers_emulator):
+    outcome = make("emr_container", emr_containers_emulator, client_request_token="my-token").run_try()
+    assert outcome.state == "success", outcome.error
+    (job,) = emr_containers_emulator.ledger.submissions()
+    assert job.token == "my-token" and job.payload["name"] == "nightly-etl"
