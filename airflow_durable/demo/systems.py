@@ -165,37 +165,39 @@ def get(name: str) -> DemoSystem:
         raise KeyError(f"unknown demo system {name!r}; known: {', '.join(names())}") from None
 
 
-# --------------------------------------------------------------------------- Databricks
-class _DatabricksBackend(DemoBackend):
-    def __init__(self) -> None:
-        from airflow_durable.testing.databricks import DatabricksEmulator
+# --------------------------------------------------------------------------- shared by the backends
+class _EmulatorBackend(DemoBackend):
+    """What every emulator-backed system does alike: connection, the hold, stop.
 
-        # RUNNING is sticky: a job runs until the demo ends it (after Airflow's retry deferred).
-        self.emulator = DatabricksEmulator(lifecycle=["PENDING", "RUNNING"]).start()
+    A subclass sets :attr:`status_path` (a substring of the status read's path), implements
+    :meth:`_mine` (the DAG's jobs, oldest first) and :meth:`_owns` (is this request about them).
+    """
+
+    status_path: str
+
+    def __init__(self, emulator: Any) -> None:
+        self.emulator = emulator
         self._holds: dict[str, Any] = {}
-        self._ended: dict[int, float] = {}
+        self._ended: dict[Any, float] = {}
+
+    def _mine(self, dag_id: str) -> list[Any]:
+        raise NotImplementedError
+
+    def _owns(self, dag_id: str, request: Any) -> bool:
+        raise NotImplementedError
 
     def environment(self) -> dict[str, str]:
+        # The emulator's own install_connection: AIRFLOW_CONN_* plus whatever its transport needs
+        # (CA variables, Snowflake's routing sitecustomize on PYTHONPATH).
         env: dict[str, str] = {}
         self.emulator.install_connection(env)
         return env
 
-    def _runs(self, dag_id: str) -> list[Any]:
-        runs = [r for r in list(self.emulator.runs.values()) if r.run_name == dag_id]
-        return sorted(runs, key=lambda r: r.run_id)
-
-    def _owns(self, dag_id: str, request: Any) -> bool:
-        try:
-            run = self.emulator.runs.get(int(request.params.get("run_id")))
-        except (TypeError, ValueError):
-            return False
-        return run is not None and run.run_name == dag_id
-
     def hold_after_submit(self, dag_id: str, seconds: float) -> None:
-        # The worker's first runs/get after runs/submit (sync transport: the trigger's are async).
+        # The worker's first status read after the submit (sync transport: the trigger's are async).
         self._holds[dag_id] = self.emulator.faults.add(
             method="GET",
-            path_contains="jobs/runs/get",
+            path_contains=self.status_path,
             status=None,
             latency=seconds,
             times=1,
@@ -205,7 +207,32 @@ class _DatabricksBackend(DemoBackend):
 
     def held(self, dag_id: str) -> bool:
         hold = self._holds.get(dag_id)
-        return hold is not None and hold.hits >= 1 and bool(self._runs(dag_id))
+        return hold is not None and hold.hits >= 1 and bool(self._mine(dag_id))
+
+    def stop(self) -> None:
+        self.emulator.stop()
+
+
+# --------------------------------------------------------------------------- Databricks
+class _DatabricksBackend(_EmulatorBackend):
+    status_path = "jobs/runs/get"
+
+    def __init__(self) -> None:
+        from airflow_durable.testing.databricks import DatabricksEmulator
+
+        # RUNNING is sticky: a job runs until the demo ends it (after Airflow's retry deferred).
+        super().__init__(DatabricksEmulator(lifecycle=["PENDING", "RUNNING"]).start())
+
+    def _mine(self, dag_id: str) -> list[Any]:
+        runs = [r for r in list(self.emulator.runs.values()) if r.run_name == dag_id]
+        return sorted(runs, key=lambda r: r.run_id)
+
+    def _owns(self, dag_id: str, request: Any) -> bool:
+        try:
+            run = self.emulator.runs.get(int(request.params.get("run_id")))
+        except (TypeError, ValueError):
+            return False
+        return run is not None and run.run_name == dag_id
 
     def submissions(self, dag_id: str) -> int:
         return sum(1 for e in self.emulator.ledger.submissions() if e.payload.get("run_name") == dag_id)
@@ -218,21 +245,18 @@ class _DatabricksBackend(DemoBackend):
                 ended_at=self._ended.get(run.run_id),
                 state=run.state,
             )
-            for run in self._runs(dag_id)
+            for run in self._mine(dag_id)
         ]
 
     def status_reads(self, dag_id: str) -> int:
-        runs = self._runs(dag_id)
+        runs = self._mine(dag_id)
         return runs[-1].gets if runs else 0
 
     def finish(self, dag_id: str) -> None:
-        for run in self._runs(dag_id):
+        for run in self._mine(dag_id):
             if not run.is_terminal:
                 self.emulator.set_state(run.run_id, "TERMINATED:SUCCESS")
                 self._ended[run.run_id] = time.time()
-
-    def stop(self) -> None:
-        self.emulator.stop()
 
 
 class DatabricksDemo(DemoSystem):
@@ -257,46 +281,23 @@ register(DatabricksDemo())
 
 
 # --------------------------------------------------------------------------- Snowflake
-class _SnowflakeBackend(DemoBackend):
+class _SnowflakeBackend(_EmulatorBackend):
     """The SQL API emulator. A DAG's request is the one whose SQL names the dag_id (in a comment)."""
+
+    status_path = "/api/v2/statements/"
 
     def __init__(self) -> None:
         from airflow_durable.testing.snowflake import SnowflakeEmulator
 
         # RUNNING is sticky: a statement runs until the demo ends it.
-        self.emulator = SnowflakeEmulator(lifecycle=["QUEUED", "RUNNING"]).start()
-        self._holds: dict[str, Any] = {}
-        self._ended: dict[str, float] = {}
+        super().__init__(SnowflakeEmulator(lifecycle=["QUEUED", "RUNNING"]).start())
 
-    def environment(self) -> dict[str, str]:
-        # The connection, the CA and the name routing (a sitecustomize on PYTHONPATH), so the
-        # scheduler, triggerer and workers resolve <account>.snowflakecomputing.com to the emulator.
-        env: dict[str, str] = {}
-        self.emulator.install_connection(env)
-        return env
-
-    def _requests(self, dag_id: str) -> list[Any]:
+    def _mine(self, dag_id: str) -> list[Any]:
         return [r for r in list(self.emulator.requests) if dag_id in str(r.payload.get("statement", ""))]
 
     def _owns(self, dag_id: str, request: Any) -> bool:
         handle = request.path.rstrip("/").rsplit("/", 1)[-1]
-        return any(handle in r.handles for r in self._requests(dag_id))
-
-    def hold_after_submit(self, dag_id: str, seconds: float) -> None:
-        # The worker's first status GET after the submit (sync transport: the trigger's are async).
-        self._holds[dag_id] = self.emulator.faults.add(
-            method="GET",
-            path_contains="/api/v2/statements/",
-            status=None,
-            latency=seconds,
-            times=1,
-            transport="sync",
-            predicate=lambda request: self._owns(dag_id, request),
-        )
-
-    def held(self, dag_id: str) -> bool:
-        hold = self._holds.get(dag_id)
-        return hold is not None and hold.hits >= 1 and bool(self._requests(dag_id))
+        return any(handle in r.handles for r in self._mine(dag_id))
 
     def submissions(self, dag_id: str) -> int:
         return sum(
@@ -314,21 +315,18 @@ class _SnowflakeBackend(DemoBackend):
                 ended_at=self._ended.get(r.request_id),
                 state=r.state,
             )
-            for r in self._requests(dag_id)
+            for r in self._mine(dag_id)
         ]
 
     def status_reads(self, dag_id: str) -> int:
-        requests = self._requests(dag_id)
+        requests = self._mine(dag_id)
         return max((s.gets for s in requests[-1].statements), default=0) if requests else 0
 
     def finish(self, dag_id: str) -> None:
-        for r in self._requests(dag_id):
+        for r in self._mine(dag_id):
             if r.state in ("PENDING", "QUEUED", "RUNNING"):
                 self.emulator.set_state(r.handles, "SUCCESS")
                 self._ended[r.request_id] = time.time()
-
-    def stop(self) -> None:
-        self.emulator.stop()
 
 
 class SnowflakeDemo(DemoSystem):
@@ -350,27 +348,21 @@ class SnowflakeDemo(DemoSystem):
 
 
 # --------------------------------------------------------------------------- dbt Cloud
-class _DbtCloudBackend(DemoBackend):
+class _DbtCloudBackend(_EmulatorBackend):
     """The dbt Cloud emulator. Each DAG triggers its own dbt Cloud job (:attr:`DbtCloudDemo.job_ids`)."""
+
+    status_path = "/runs/"
 
     def __init__(self, job_ids: dict[str, int]) -> None:
         from airflow_durable.testing.dbt_cloud import DbtCloudEmulator
 
         self.job_ids = dict(job_ids)
         # RUNNING is sticky: a run goes on until the demo ends it.
-        self.emulator = DbtCloudEmulator(lifecycle=["QUEUED", "RUNNING"]).start()
+        super().__init__(DbtCloudEmulator(lifecycle=["QUEUED", "RUNNING"]).start())
         for dag_id, job_id in self.job_ids.items():
             self.emulator.add_job(job_id=job_id, name=dag_id)
-        self._holds: dict[str, Any] = {}
-        self._ended: dict[int, float] = {}
 
-    def environment(self) -> dict[str, str]:
-        # The connection and the CA variables (the hook forces https://127.0.0.1:<port>).
-        env: dict[str, str] = {}
-        self.emulator.install_connection(env)
-        return env
-
-    def _runs(self, dag_id: str) -> list[Any]:
+    def _mine(self, dag_id: str) -> list[Any]:
         job_id = self.job_ids[dag_id]
         return sorted(
             (r for r in list(self.emulator.runs.values()) if r.job_id == job_id), key=lambda r: r.id
@@ -380,22 +372,6 @@ class _DbtCloudBackend(DemoBackend):
         found = re.search(r"/runs/(\d+)/?$", request.path)
         run = self.emulator.runs.get(int(found.group(1))) if found else None
         return run is not None and run.job_id == self.job_ids[dag_id]
-
-    def hold_after_submit(self, dag_id: str, seconds: float) -> None:
-        # The worker's first runs/{id}/ read after the trigger call (sync: the trigger's are async).
-        self._holds[dag_id] = self.emulator.faults.add(
-            method="GET",
-            path_contains="/runs/",
-            status=None,
-            latency=seconds,
-            times=1,
-            transport="sync",
-            predicate=lambda request: self._owns(dag_id, request),
-        )
-
-    def held(self, dag_id: str) -> bool:
-        hold = self._holds.get(dag_id)
-        return hold is not None and hold.hits >= 1 and bool(self._runs(dag_id))
 
     def submissions(self, dag_id: str) -> int:
         job_id = self.job_ids[dag_id]
@@ -419,21 +395,18 @@ class _DbtCloudBackend(DemoBackend):
                 ended_at=self._ended.get(run.id),
                 state=run.state,
             )
-            for run in self._runs(dag_id)
+            for run in self._mine(dag_id)
         ]
 
     def status_reads(self, dag_id: str) -> int:
-        runs = self._runs(dag_id)
+        runs = self._mine(dag_id)
         return runs[-1].gets if runs else 0
 
     def finish(self, dag_id: str) -> None:
-        for run in self._runs(dag_id):
+        for run in self._mine(dag_id):
             if not run.is_terminal:
                 self.emulator.set_state(run.id, "SUCCESS")
                 self._ended[run.id] = time.time()
-
-    def stop(self) -> None:
-        self.emulator.stop()
 
 
 class DbtCloudDemo(DemoSystem):
