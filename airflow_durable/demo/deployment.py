@@ -148,6 +148,12 @@ class Deployment:
             "DO_NOT_TRACK": "1",
         }
         env.update(extra)
+        # An emulator's PYTHONPATH (e.g. Snowflake's routing sitecustomize) goes in front of ours:
+        # replacing it would drop this package's parent, which the components import the DAGs from.
+        if extra.get("PYTHONPATH"):
+            parts = [*extra["PYTHONPATH"].split(os.pathsep), str(PACKAGE_PARENT)]
+            parts += (base.get("PYTHONPATH") or "").split(os.pathsep)
+            env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in parts if p))
         return env
 
     # ------------------------------------------------------------------ lifecycle

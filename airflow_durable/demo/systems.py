@@ -19,6 +19,7 @@ parsed by the Airflow components, never by the demo process.
 
 from __future__ import annotations
 
+import re
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -164,37 +165,39 @@ def get(name: str) -> DemoSystem:
         raise KeyError(f"unknown demo system {name!r}; known: {', '.join(names())}") from None
 
 
-# --------------------------------------------------------------------------- Databricks
-class _DatabricksBackend(DemoBackend):
-    def __init__(self) -> None:
-        from airflow_durable.testing.databricks import DatabricksEmulator
+# --------------------------------------------------------------------------- shared by the backends
+class _EmulatorBackend(DemoBackend):
+    """What every emulator-backed system does alike: connection, the hold, stop.
 
-        # RUNNING is sticky: a job runs until the demo ends it (after Airflow's retry deferred).
-        self.emulator = DatabricksEmulator(lifecycle=["PENDING", "RUNNING"]).start()
+    A subclass sets :attr:`status_path` (a substring of the status read's path), implements
+    :meth:`_mine` (the DAG's jobs, oldest first) and :meth:`_owns` (is this request about them).
+    """
+
+    status_path: str
+
+    def __init__(self, emulator: Any) -> None:
+        self.emulator = emulator
         self._holds: dict[str, Any] = {}
-        self._ended: dict[int, float] = {}
+        self._ended: dict[Any, float] = {}
+
+    def _mine(self, dag_id: str) -> list[Any]:
+        raise NotImplementedError
+
+    def _owns(self, dag_id: str, request: Any) -> bool:
+        raise NotImplementedError
 
     def environment(self) -> dict[str, str]:
+        # The emulator's own install_connection: AIRFLOW_CONN_* plus whatever its transport needs
+        # (CA variables, Snowflake's routing sitecustomize on PYTHONPATH).
         env: dict[str, str] = {}
         self.emulator.install_connection(env)
         return env
 
-    def _runs(self, dag_id: str) -> list[Any]:
-        runs = [r for r in list(self.emulator.runs.values()) if r.run_name == dag_id]
-        return sorted(runs, key=lambda r: r.run_id)
-
-    def _owns(self, dag_id: str, request: Any) -> bool:
-        try:
-            run = self.emulator.runs.get(int(request.params.get("run_id")))
-        except (TypeError, ValueError):
-            return False
-        return run is not None and run.run_name == dag_id
-
     def hold_after_submit(self, dag_id: str, seconds: float) -> None:
-        # The worker's first runs/get after runs/submit (sync transport: the trigger's are async).
+        # The worker's first status read after the submit (sync transport: the trigger's are async).
         self._holds[dag_id] = self.emulator.faults.add(
             method="GET",
-            path_contains="jobs/runs/get",
+            path_contains=self.status_path,
             status=None,
             latency=seconds,
             times=1,
@@ -204,7 +207,32 @@ class _DatabricksBackend(DemoBackend):
 
     def held(self, dag_id: str) -> bool:
         hold = self._holds.get(dag_id)
-        return hold is not None and hold.hits >= 1 and bool(self._runs(dag_id))
+        return hold is not None and hold.hits >= 1 and bool(self._mine(dag_id))
+
+    def stop(self) -> None:
+        self.emulator.stop()
+
+
+# --------------------------------------------------------------------------- Databricks
+class _DatabricksBackend(_EmulatorBackend):
+    status_path = "jobs/runs/get"
+
+    def __init__(self) -> None:
+        from airflow_durable.testing.databricks import DatabricksEmulator
+
+        # RUNNING is sticky: a job runs until the demo ends it (after Airflow's retry deferred).
+        super().__init__(DatabricksEmulator(lifecycle=["PENDING", "RUNNING"]).start())
+
+    def _mine(self, dag_id: str) -> list[Any]:
+        runs = [r for r in list(self.emulator.runs.values()) if r.run_name == dag_id]
+        return sorted(runs, key=lambda r: r.run_id)
+
+    def _owns(self, dag_id: str, request: Any) -> bool:
+        try:
+            run = self.emulator.runs.get(int(request.params.get("run_id")))
+        except (TypeError, ValueError):
+            return False
+        return run is not None and run.run_name == dag_id
 
     def submissions(self, dag_id: str) -> int:
         return sum(1 for e in self.emulator.ledger.submissions() if e.payload.get("run_name") == dag_id)
@@ -217,21 +245,18 @@ class _DatabricksBackend(DemoBackend):
                 ended_at=self._ended.get(run.run_id),
                 state=run.state,
             )
-            for run in self._runs(dag_id)
+            for run in self._mine(dag_id)
         ]
 
     def status_reads(self, dag_id: str) -> int:
-        runs = self._runs(dag_id)
+        runs = self._mine(dag_id)
         return runs[-1].gets if runs else 0
 
     def finish(self, dag_id: str) -> None:
-        for run in self._runs(dag_id):
+        for run in self._mine(dag_id):
             if not run.is_terminal:
                 self.emulator.set_state(run.run_id, "TERMINATED:SUCCESS")
                 self._ended[run.run_id] = time.time()
-
-    def stop(self) -> None:
-        self.emulator.stop()
 
 
 class DatabricksDemo(DemoSystem):
@@ -253,3 +278,156 @@ class DatabricksDemo(DemoSystem):
 
 
 register(DatabricksDemo())
+
+
+# --------------------------------------------------------------------------- Snowflake
+class _SnowflakeBackend(_EmulatorBackend):
+    """The SQL API emulator. A DAG's request is the one whose SQL names the dag_id (in a comment)."""
+
+    status_path = "/api/v2/statements/"
+
+    def __init__(self) -> None:
+        from airflow_durable.testing.snowflake import SnowflakeEmulator
+
+        # RUNNING is sticky: a statement runs until the demo ends it.
+        super().__init__(SnowflakeEmulator(lifecycle=["QUEUED", "RUNNING"]).start())
+
+    def _mine(self, dag_id: str) -> list[Any]:
+        return [r for r in list(self.emulator.requests) if dag_id in str(r.payload.get("statement", ""))]
+
+    def _owns(self, dag_id: str, request: Any) -> bool:
+        handle = request.path.rstrip("/").rsplit("/", 1)[-1]
+        return any(handle in r.handles for r in self._mine(dag_id))
+
+    def submissions(self, dag_id: str) -> int:
+        return sum(
+            1
+            for e in self.emulator.ledger.select("snowflake", "statements")
+            if dag_id in str(e.payload.get("statement", ""))
+        )
+
+    def jobs(self, dag_id: str) -> list[JobRun]:
+        return [
+            JobRun(
+                # Handles are 36-character UUIDs; the emulator's differ only at the end.
+                id=",".join(f"{h[:8]}…{h[-4:]}" for h in r.handles),
+                started_at=min(s.created_on for s in r.statements) / 1000,
+                ended_at=self._ended.get(r.request_id),
+                state=r.state,
+            )
+            for r in self._mine(dag_id)
+        ]
+
+    def status_reads(self, dag_id: str) -> int:
+        requests = self._mine(dag_id)
+        return max((s.gets for s in requests[-1].statements), default=0) if requests else 0
+
+    def finish(self, dag_id: str) -> None:
+        for r in self._mine(dag_id):
+            if r.state in ("PENDING", "QUEUED", "RUNNING"):
+                self.emulator.set_state(r.handles, "SUCCESS")
+                self._ended[r.request_id] = time.time()
+
+
+class SnowflakeDemo(DemoSystem):
+    """``SnowflakeSqlApiOperator`` against ``DurableSnowflakeSqlApiOperator``."""
+
+    name = "snowflake"
+    title = "Snowflake"
+    job_noun = "statement"
+    cost_unit = "warehouse time"
+    dag_file = DAGS_DIR / "snowflake.py"
+    upstream = Side("afd_demo_snowflake_upstream", "SnowflakeSqlApiOperator")
+    durable = Side("afd_demo_snowflake_durable", "DurableSnowflakeSqlApiOperator")
+    task_id = "nightly_load"
+    operator_args = "deferrable=True, retries=2"
+    provider_module = "airflow.providers.snowflake"
+
+    def start(self) -> DemoBackend:
+        return _SnowflakeBackend()
+
+
+# --------------------------------------------------------------------------- dbt Cloud
+class _DbtCloudBackend(_EmulatorBackend):
+    """The dbt Cloud emulator. Each DAG triggers its own dbt Cloud job (:attr:`DbtCloudDemo.job_ids`)."""
+
+    status_path = "/runs/"
+
+    def __init__(self, job_ids: dict[str, int]) -> None:
+        from airflow_durable.testing.dbt_cloud import DbtCloudEmulator
+
+        self.job_ids = dict(job_ids)
+        # RUNNING is sticky: a run goes on until the demo ends it.
+        super().__init__(DbtCloudEmulator(lifecycle=["QUEUED", "RUNNING"]).start())
+        for dag_id, job_id in self.job_ids.items():
+            self.emulator.add_job(job_id=job_id, name=dag_id)
+
+    def _mine(self, dag_id: str) -> list[Any]:
+        job_id = self.job_ids[dag_id]
+        return sorted(
+            (r for r in list(self.emulator.runs.values()) if r.job_id == job_id), key=lambda r: r.id
+        )
+
+    def _owns(self, dag_id: str, request: Any) -> bool:
+        found = re.search(r"/runs/(\d+)/?$", request.path)
+        run = self.emulator.runs.get(int(found.group(1))) if found else None
+        return run is not None and run.job_id == self.job_ids[dag_id]
+
+    def submissions(self, dag_id: str) -> int:
+        job_id = self.job_ids[dag_id]
+        return sum(
+            1
+            for e in self.emulator.ledger.select("dbt_cloud")
+            if e.operation in ("jobs/run", "jobs/rerun") and self._job_of(e) == job_id
+        )
+
+    def _job_of(self, entry: Any) -> int | None:
+        run = self.emulator.runs.get(entry.external_id) if isinstance(entry.external_id, int) else None
+        return None if run is None else run.job_id
+
+    def jobs(self, dag_id: str) -> list[JobRun]:
+        # The emulator's created_at is a synthetic clock; the ledger has the real submit time.
+        submitted = {e.external_id: e.at for e in self.emulator.ledger.submissions("dbt_cloud")}
+        return [
+            JobRun(
+                id=str(run.id),
+                started_at=submitted.get(run.id, 0.0),
+                ended_at=self._ended.get(run.id),
+                state=run.state,
+            )
+            for run in self._mine(dag_id)
+        ]
+
+    def status_reads(self, dag_id: str) -> int:
+        runs = self._mine(dag_id)
+        return runs[-1].gets if runs else 0
+
+    def finish(self, dag_id: str) -> None:
+        for run in self._mine(dag_id):
+            if not run.is_terminal:
+                self.emulator.set_state(run.id, "SUCCESS")
+                self._ended[run.id] = time.time()
+
+
+class DbtCloudDemo(DemoSystem):
+    """``DbtCloudRunJobOperator`` against ``DurableDbtCloudRunJobOperator``."""
+
+    name = "dbt-cloud"
+    title = "dbt Cloud"
+    job_noun = "run"
+    cost_unit = "dbt Cloud run time"
+    dag_file = DAGS_DIR / "dbt_cloud.py"
+    upstream = Side("afd_demo_dbt_cloud_upstream", "DbtCloudRunJobOperator")
+    durable = Side("afd_demo_dbt_cloud_durable", "DurableDbtCloudRunJobOperator")
+    task_id = "nightly_models"
+    operator_args = "deferrable=True, retries=2"
+    provider_module = "airflow.providers.dbt.cloud"
+    #: The dbt Cloud job each DAG triggers (one job per DAG, so the emulator tells their runs apart).
+    job_ids = {upstream.dag_id: 4201, durable.dag_id: 4202}
+
+    def start(self) -> DemoBackend:
+        return _DbtCloudBackend(self.job_ids)
+
+
+register(SnowflakeDemo())
+register(DbtCloudDemo())

@@ -17,11 +17,11 @@ from airflow_durable.testing._core import (
     Ledger,
     LedgerEntry,
     Lifecycle,
-    LoopbackCA,
     LoopbackServer,
     Request,
     Response,
 )
+from airflow_durable.testing._tls import LoopbackCA
 from airflow_durable.testing.aws import AwsEmulator, AwsJob, MotoServer
 from airflow_durable.testing.batch import BatchEmulator
 from airflow_durable.testing.bigquery import BigQueryEmulator, BigQueryJob

@@ -9,13 +9,10 @@ speaks plain HTTP on 127.0.0.1, so the unmodified provider hooks reach it throug
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import socket
 import ssl
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,7 +28,6 @@ __all__ = [
     "Ledger",
     "LedgerEntry",
     "Lifecycle",
-    "LoopbackCA",
     "LoopbackServer",
     "Request",
     "Response",
@@ -404,13 +400,11 @@ class LoopbackServer:
         host: str = "127.0.0.1",
         port: int = 0,
         ssl_context: ssl.SSLContext | None = None,
-        tls: LoopbackCA | None = None,
     ) -> None:
         self.name = name
-        #: Serve HTTPS for clients that hard-code ``https://``: with this (server-side) context, or
-        #: with a certificate from ``tls`` (see also :mod:`airflow_durable.testing._tls`).
-        self.tls = tls
-        self.ssl_context = ssl_context if ssl_context is not None else (tls.server_context() if tls else None)
+        #: Serve HTTPS for clients that hard-code ``https://`` with this server-side context, e.g.
+        #: ``LoopbackCA().server_context()`` (:mod:`airflow_durable.testing._tls`).
+        self.ssl_context = ssl_context
         self.faults = faults if faults is not None else FaultPlan()
         self.error_body = error_body
         self._bind = (host, port)
@@ -667,128 +661,3 @@ class _CaseInsensitive(dict):  # type: ignore[type-arg]
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and key.lower() in self._lower
-
-
-# --------------------------------------------------------------------------- loopback TLS
-class LoopbackCA:
-    """A throwaway certificate authority for emulators whose clients force ``https://``.
-
-    Some provider hooks (dbt Cloud, Snowflake) build ``https://{host}/...`` themselves, so an emulator
-    must speak TLS with a certificate the client trusts. This CA exists only in a temporary directory
-    (removed by :meth:`cleanup`); its key never leaves the process. Clients are pointed at it the way
-    any deployment points them at a private CA, by environment (:meth:`client_env`):
-    ``REQUESTS_CA_BUNDLE`` for ``requests`` and ``SSL_CERT_FILE`` for ``ssl.create_default_context()``
-    (``aiohttp``). The bundle holds only this CA unless ``system_roots=True`` adds ``certifi``'s roots
-    (``requests`` re-reads the bundle on every connection, so a big bundle costs ~0.15 s per request).
-
-    ``aiohttp`` builds its default context once, when it is first imported; a process that imported it
-    before the variables were set gets the CA added to that context by :meth:`trust_in_process`
-    (child processes started afterwards read the variables themselves).
-    """
-
-    def __init__(
-        self, common_name: str = "airflow-durable emulator CA", *, system_roots: bool = False
-    ) -> None:
-        import datetime as dt
-        import ipaddress
-
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
-
-        self.directory = tempfile.mkdtemp(prefix="airflow-durable-ca-")
-        now = dt.datetime.now(dt.timezone.utc)
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        ca_cert = (
-            x509.CertificateBuilder()
-            .subject_name(ca_name)
-            .issuer_name(ca_name)
-            .public_key(ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(days=1))
-            .not_valid_after(now + dt.timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        leaf_key = ec.generate_private_key(ec.SECP256R1())
-        leaf_cert = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-            .issuer_name(ca_name)
-            .public_key(leaf_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(days=1))
-            .not_valid_after(now + dt.timedelta(days=30))
-            .add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-                ),
-                critical=False,
-            )
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-            )
-            .sign(ca_key, hashes.SHA256())
-        )
-        pem = serialization.Encoding.PEM
-        ca_pem = ca_cert.public_bytes(pem)
-        self.ca_file = self._write("ca.pem", ca_pem)
-        self.cert_file = self._write("server.pem", leaf_cert.public_bytes(pem))
-        self.key_file = self._write(
-            "server.key",
-            leaf_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
-        )
-        roots = b""
-        if system_roots:
-            try:
-                import certifi
-
-                with open(certifi.where(), "rb") as handle:
-                    roots = handle.read()
-            except (ImportError, OSError):
-                pass
-        self.bundle_file = self._write("bundle.pem", ca_pem + b"\n" + roots)
-
-    def _write(self, name: str, data: bytes) -> str:
-        path = os.path.join(self.directory, name)
-        with open(path, "wb") as handle:
-            handle.write(data)
-        return path
-
-    def server_context(self) -> ssl.SSLContext:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(self.cert_file, self.key_file)
-        return context
-
-    def client_env(self) -> dict[str, str]:
-        """Environment variables that make ``requests`` and ``ssl``/``aiohttp`` trust this CA."""
-        return {"REQUESTS_CA_BUNDLE": self.bundle_file, "SSL_CERT_FILE": self.bundle_file}
-
-    def trust_in_process(self) -> None:
-        """Add the CA to ``aiohttp``'s already-built default context, if this process imported it."""
-        connector = sys.modules.get("aiohttp.connector")
-        context = getattr(connector, "_SSL_CONTEXT_VERIFIED", None)
-        if isinstance(context, ssl.SSLContext):
-            context.load_verify_locations(cafile=self.ca_file)
-
-    def cleanup(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,11 +1,14 @@
 """Reach a loopback emulator from clients that hard-code ``https://<name>`` with no port.
 
-Some provider hooks build their URL themselves (Snowflake: ``https://<account>.snowflakecomputing.com``),
-so the only seams left are the ones every TLS client goes through: name resolution and certificate
-trust. This module provides both, without touching any hook or client library code path:
+Some provider hooks build their URL themselves (Snowflake: ``https://<account>.snowflakecomputing.com``;
+dbt Cloud: ``https://{conn.host}/``), so the only seams left are the ones every TLS client goes
+through: name resolution and certificate trust. This module provides both, without touching any
+hook or client library code path:
 
-* :class:`TestCertificates` — a throwaway CA and a server certificate for the emulated names, made
-  with ``cryptography``; :meth:`~TestCertificates.server_context` is what the emulator serves with.
+* :class:`LoopbackCA` — a throwaway CA and a server certificate for the emulated names (by default
+  ``127.0.0.1`` and ``localhost``, for hooks that only force ``https://`` but take a ``host:port``),
+  made with ``cryptography``; :meth:`~LoopbackCA.server_context` is what the emulator serves with
+  (``LoopbackServer(ssl_context=...)``) and :meth:`~LoopbackCA.client_env` is what clients trust it by.
 * :func:`route` — resolve a domain (and its subdomains) to ``127.0.0.1:<port>``. It wraps
   ``socket.getaddrinfo``, which ``requests``/``urllib3`` and ``aiohttp``'s default resolver both call,
   and returns the emulator's port with the address, so ``https://x.example.com`` (port 443) connects to
@@ -14,12 +17,13 @@ trust. This module provides both, without touching any hook or client library co
   ``REQUESTS_CA_BUNDLE`` (read at every request; set to the test CA alone, so ``requests`` in that
   process trusts nothing else — tests are offline), ``aiohttp`` through ``SSL_CERT_FILE`` (read when
   it builds its default context at import; the default trust store plus the test CA) and the
-  already-built default context if it is imported.
+  already-built default context if it is imported (:meth:`LoopbackCA.trust_in_process`).
 * :func:`environ` — the same, for *other* processes (a scheduler, a triggerer, ``airflow dags test``):
   environment variables, including a ``PYTHONPATH`` entry whose ``sitecustomize`` applies the routes
   at interpreter start-up (chaining to any other ``sitecustomize``).
 
-This is test machinery: nothing in ``airflow_durable`` outside ``testing`` imports it.
+This is the ONE loopback-TLS implementation: every emulator whose clients force ``https://`` (Snowflake,
+dbt Cloud) uses it. It is test machinery: nothing in ``airflow_durable`` outside ``testing`` imports it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import datetime
 import ipaddress
 import json
 import os
+import shutil
 import socket
 import ssl
 import sys
@@ -40,7 +45,7 @@ from typing import Any
 __all__ = [
     "CA_ENV",
     "ROUTES_ENV",
-    "TestCertificates",
+    "LoopbackCA",
     "activate_from_environ",
     "environ",
     "route",
@@ -56,16 +61,24 @@ CA_ENV = "AIRFLOW_DURABLE_TESTING_CA"
 
 
 # --------------------------------------------------------------------------- certificates
-class TestCertificates:
+class LoopbackCA:
     """A throwaway CA and one server certificate (EC P-256) for ``hostnames``, written to ``directory``.
 
-    ``bundle_file`` is the CA appended to the default trust store (certifi's, where installed), so a
-    process that points ``SSL_CERT_FILE`` / ``REQUESTS_CA_BUNDLE`` at it still trusts everything else.
+    The CA exists only in that (temporary) directory, removed by :meth:`cleanup`; its key never leaves
+    the process. ``ca_file`` is the CA alone; ``bundle_file`` is the CA appended to the default trust
+    store (certifi's, where installed), so a process that points ``SSL_CERT_FILE`` at it still trusts
+    everything else. ``requests`` re-reads ``REQUESTS_CA_BUNDLE`` on every connection, so that one
+    gets the small ``ca_file`` (the full bundle costs ~0.1-0.15 s per request).
+
+    :param hostnames: the names (or IP addresses) the server certificate is valid for; a wildcard
+        ``*.example.com`` covers one label. The default suits a hook that calls ``https://127.0.0.1:<port>``.
     """
 
-    __test__ = False  # not a pytest test class
-
-    def __init__(self, hostnames: Sequence[str], directory: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        hostnames: Sequence[str] = ("127.0.0.1", "localhost"),
+        directory: str | os.PathLike[str] | None = None,
+    ) -> None:
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
@@ -154,6 +167,28 @@ class TestCertificates:
     def client_context(self) -> ssl.SSLContext:
         """A client context that trusts only the test CA (for tests of the emulator itself)."""
         return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def client_env(self) -> dict[str, str]:
+        """Environment variables that make ``requests`` and ``ssl``/``aiohttp`` trust this CA.
+
+        Set them before a client process starts (or before this one imports ``aiohttp``); for a process
+        that already imported it, also call :meth:`trust_in_process`.
+        """
+        return {
+            CA_ENV: str(self.ca_file),
+            # Only the test CA: requests loads this file on every request, and the full bundle costs
+            # ~0.1 s each time. aiohttp reads SSL_CERT_FILE once, at import, so it gets the full bundle.
+            "REQUESTS_CA_BUNDLE": str(self.ca_file),
+            "SSL_CERT_FILE": str(self.bundle_file),
+        }
+
+    def trust_in_process(self) -> None:
+        """Add the CA to ``aiohttp``'s already-built default context, if this process imported it."""
+        trust(self.ca_file)
+
+    def cleanup(self) -> None:
+        """Remove the certificate directory (a server already serving keeps its loaded context)."""
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _default_bundle() -> bytes:
@@ -287,7 +322,7 @@ def sitecustomize_dir() -> Path:
 
 
 def environ(
-    domains: Mapping[str, int], certificates: TestCertificates, base: Mapping[str, str] | None = None
+    domains: Mapping[str, int], certificates: LoopbackCA, base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """Environment variables that make a child Python process reach the emulator like this one does.
 
@@ -300,11 +335,7 @@ def environ(
         pythonpath.append(base["PYTHONPATH"])
     return {
         ROUTES_ENV: json.dumps({domain: ["127.0.0.1", port] for domain, port in domains.items()}),
-        CA_ENV: str(certificates.ca_file),
-        # Only the test CA: requests loads this file on every request, and the full bundle costs
-        # ~0.1 s each time. aiohttp reads SSL_CERT_FILE once, at import, so it gets the full bundle.
-        "REQUESTS_CA_BUNDLE": str(certificates.ca_file),
-        "SSL_CERT_FILE": str(certificates.bundle_file),
+        **certificates.client_env(),
         "PYTHONPATH": os.pathsep.join(pythonpath),
     }
 

@@ -44,10 +44,10 @@ from airflow_durable.testing._core import (
     FaultPlan,
     Ledger,
     Lifecycle,
-    LoopbackCA,
     LoopbackServer,
     Request,
 )
+from airflow_durable.testing._tls import LoopbackCA
 
 __all__ = ["DEFAULT_LIFECYCLE", "STATUS_CODES", "DbtCloudEmulator", "DbtCloudJob", "DbtCloudRun"]
 
@@ -220,7 +220,10 @@ class DbtCloudEmulator:
         if self.server is None:
             self.ca = LoopbackCA()
             self.server = LoopbackServer(
-                name="dbt-cloud-emulator", faults=self.faults, error_body=_error_body, tls=self.ca
+                name="dbt-cloud-emulator",
+                faults=self.faults,
+                error_body=_error_body,
+                ssl_context=self.ca.server_context(),
             )
             self._add_routes(self.server)
         self.server.start()

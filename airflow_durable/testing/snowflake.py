@@ -174,7 +174,7 @@ class SnowflakeEmulator:
         self._parents: dict[str, SnowflakeRequest] = {}
         self._lock = threading.RLock()
         self._serial = itertools.count(1)
-        self.certificates = _tls.TestCertificates([f"*.{DOMAIN}", DOMAIN])
+        self.certificates = _tls.LoopbackCA([f"*.{DOMAIN}", DOMAIN])
         self.server = LoopbackServer(
             name="snowflake-emulator",
             faults=self.faults,
@@ -206,7 +206,7 @@ class SnowflakeEmulator:
         if not self.server.running:
             self.server.start()
             _tls.route(DOMAIN, self.server.port)
-            _tls.trust(self.certificates.ca_file)
+            self.certificates.trust_in_process()
         return self
 
     def stop(self) -> None:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -44,24 +45,48 @@ def _demo_env(**extra: str) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- end to end
+#: A job's state once the demo finished it, per system.
+SUCCESS_STATE = {"databricks": "TERMINATED:SUCCESS", "snowflake": "SUCCESS", "dbt-cloud": "SUCCESS"}
+#: Systems the runtime run demos by default (each demo costs ~2 min of CI). The others run when
+#: AFD_DEMO_SYSTEMS names them (comma-separated) or is "all".
+DEFAULT_DEMO_SYSTEMS = ("databricks",)
+
+
+def _demo_systems() -> list[Any]:
+    wanted = os.environ.get("AFD_DEMO_SYSTEMS", "")
+    chosen = set(systems.names()) if wanted == "all" else {w.strip() for w in wanted.split(",") if w.strip()}
+    return [
+        pytest.param(
+            name,
+            marks=()
+            if name in DEFAULT_DEMO_SYSTEMS or name in chosen
+            else pytest.mark.skip(reason=f"opt-in: AFD_DEMO_SYSTEMS={name} (or all) runs this demo"),
+        )
+        for name in systems.names()
+    ]
+
+
 @pytest.mark.runtime
-def test_demo_end_to_end_json() -> None:
+@pytest.mark.parametrize("system", _demo_systems())
+def test_demo_end_to_end_json(system: str) -> None:
     """The command itself: upstream submits twice after the kill, durable once; both succeed on try 2."""
     if _airflow_major() < 3:
         pytest.skip("the demo runs Airflow 3's components")
     from airflow_durable import shims
 
-    done = subprocess.run(CLI + ["--json"], capture_output=True, text=True, timeout=600, env=_demo_env())
+    done = subprocess.run(
+        CLI + ["--json", "--system", system], capture_output=True, text=True, timeout=600, env=_demo_env()
+    )
     assert done.returncode == 0, done.stderr[-6000:]
     result = json.loads(done.stdout)  # stdout is the JSON document and nothing else
     up, du = result["upstream"], result["durable"]
     record(
-        f"demo (Airflow {result['airflow_version']})",
+        f"demo {system} (Airflow {result['airflow_version']})",
         f"upstream submissions={up['submissions']} durable submissions={du['submissions']} "
         f"recovery={up['recovery_seconds']:.1f}s/{du['recovery_seconds']:.1f}s "
         f"total={result['total_seconds']:.1f}s",
     )
-    assert result["ok"] is True and result["system"] == "databricks"
+    assert result["ok"] is True and result["system"] == system
     assert result["durable_runtime"] is shims.DURABLE_RUNTIME
     assert up["submissions"] == 2, up
     assert du["submissions"] == (1 if shims.DURABLE_RUNTIME else 2), du
@@ -70,7 +95,7 @@ def test_demo_end_to_end_json() -> None:
         assert side["tries"] == 2, side
         assert side["try_states"][0][0] == 1 and side["try_states"][-1] == [2, "success"], side
         assert side["killed_pids"] >= 1, side  # try 1 really was killed, not failed some other way
-        assert all(job["state"] == "TERMINATED:SUCCESS" for job in side["jobs"]), side
+        assert all(job["state"] == SUCCESS_STATE[system] for job in side["jobs"]), side
     assert up["retry_action"] == "submitted"
     if shims.DURABLE_RUNTIME:
         assert du["retry_action"] == "reconnected"
@@ -224,6 +249,42 @@ def test_registry() -> None:
         systems.get("nope")
     with pytest.raises(ValueError, match="already registered"):
         systems.register(dbx)
+    assert systems.names() == ["databricks", "dbt-cloud", "snowflake"]
+    assert systems.get("snowflake").dag_ids == ("afd_demo_snowflake_upstream", "afd_demo_snowflake_durable")
+    assert systems.get("snowflake").durable.operator == "DurableSnowflakeSqlApiOperator"
+    dbt = systems.get("dbt-cloud")
+    assert dbt.dag_ids == ("afd_demo_dbt_cloud_upstream", "afd_demo_dbt_cloud_durable")
+    assert dbt.durable.operator == "DurableDbtCloudRunJobOperator"
+    assert isinstance(dbt, systems.DbtCloudDemo) and sorted(dbt.job_ids) == sorted(dbt.dag_ids)
+    assert set(SUCCESS_STATE) == set(systems.names())
+
+
+def test_an_emulator_pythonpath_is_prepended_not_swapped_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snowflake's routing sitecustomize goes in front; the package's parent and the caller's stay."""
+    from airflow_durable.demo.deployment import PACKAGE_PARENT
+
+    monkeypatch.setenv("PYTHONPATH", "/caller/path")
+    dep = Deployment(extra_env={"PYTHONPATH": "/emulator/site"})
+    try:
+        parts = dep.env["PYTHONPATH"].split(os.pathsep)
+        assert parts == ["/emulator/site", str(PACKAGE_PARENT), "/caller/path"]
+    finally:
+        dep.stop()
+
+
+def test_demo_backends_measure_each_dag_apart() -> None:
+    """Both DAGs share an emulator: each backend counts, holds and finishes only its DAG's jobs."""
+    for name in ("snowflake", "dbt-cloud"):
+        system = systems.get(name)
+        backend = system.start()
+        try:
+            env = backend.environment()
+            assert any(k.startswith("AIRFLOW_CONN_") for k in env) and "SSL_CERT_FILE" in env
+            for dag_id in system.dag_ids:
+                assert backend.submissions(dag_id) == 0 and backend.jobs(dag_id) == []
+                assert backend.status_reads(dag_id) == 0 and not backend.held(dag_id)
+        finally:
+            backend.stop()
 
 
 def test_demo_dags_import_cleanly() -> None:
@@ -265,7 +326,8 @@ def test_unknown_system_is_a_usage_error() -> None:
     app.callback()(lambda: None)  # a group, so `demo` is a subcommand as in airflow-durable
     register(app)
     unknown = CliRunner().invoke(app, ["demo", "--system", "nope"])
-    assert unknown.exit_code == 2 and "unknown demo system 'nope'; known: databricks" in unknown.output
+    assert unknown.exit_code == 2
+    assert "unknown demo system 'nope'; known: databricks, dbt-cloud, snowflake" in unknown.output
     listed = CliRunner().invoke(app, ["demo", "--list"])
     assert listed.exit_code == 0 and listed.output.startswith("databricks ")
 

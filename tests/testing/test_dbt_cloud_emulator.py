@@ -61,9 +61,10 @@ def test_the_connection_points_the_hooks_https_url_at_loopback(dbt, durable_ledg
     assert json.loads(os.environ["AIRFLOW_CONN_DBT_CLOUD_DEFAULT"]) == dbt.connection()
     conn = dbt.connection()
     assert conn["host"] == f"127.0.0.1:{dbt.port}" and dbt.url.startswith("https://127.0.0.1:")
-    assert (
-        os.environ["REQUESTS_CA_BUNDLE"] == os.environ["SSL_CERT_FILE"] == dbt.client_env()["SSL_CERT_FILE"]
-    )
+    env = dbt.client_env()
+    # requests gets the CA alone (it re-reads the file per request); aiohttp the default roots plus it.
+    assert os.environ["REQUESTS_CA_BUNDLE"] == env["REQUESTS_CA_BUNDLE"] == str(dbt.ca.ca_file)
+    assert os.environ["SSL_CERT_FILE"] == env["SSL_CERT_FILE"] == str(dbt.ca.bundle_file)
 
 
 def test_trigger_get_and_the_ledger(dbt, hook):
