@@ -18,10 +18,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 from urllib.parse import parse_qsl, urlsplit
 
 __all__ = [
+    "ScriptedEmulator",
     "EmulatorError",
     "Fault",
     "FaultPlan",
@@ -382,6 +383,67 @@ def _compile(pattern: str) -> re.Pattern[str]:
     parts = re.split(r"(\{[a-zA-Z_][a-zA-Z0-9_]*\})", pattern)
     regex = "".join(f"(?P<{p[1:-1]}>[^/]+)" if p.startswith("{") else re.escape(p) for p in parts)
     return re.compile(f"^{regex}/?$")
+
+
+class ScriptedEmulator:
+    """What every emulator shares: a :class:`LoopbackServer` and the state scripts of its jobs.
+
+    A subclass sets :attr:`DEFAULT_LIFECYCLE`, creates ``self._lock`` (an ``RLock``), ``self.server``
+    and ``self._queued_lifecycles = []`` before assigning :attr:`lifecycle`, and overrides
+    :meth:`_validate_script` when its states need more than :class:`Lifecycle`'s checks.
+    """
+
+    #: The script a new job follows when the test set none.
+    DEFAULT_LIFECYCLE: ClassVar[tuple[str, ...]] = ()
+    server: Any
+    _lock: Any
+    _lifecycle: list[str]
+    _queued_lifecycles: list[list[str]]
+
+    def _validate_script(self, states: Sequence[str]) -> list[str]:
+        states = list(states)
+        Lifecycle(states)  # validate now, not at the next submit
+        return states
+
+    @property
+    def lifecycle(self) -> list[str]:
+        """The default state script a new job starts with."""
+        return list(self._lifecycle)
+
+    @lifecycle.setter
+    def lifecycle(self, states: Sequence[str] | None) -> None:
+        self._lifecycle = self._validate_script(self.DEFAULT_LIFECYCLE if states is None else states)
+
+    def queue_lifecycles(self, *scripts: Sequence[str]) -> None:
+        """Give the next new jobs these scripts, in order; later jobs get :attr:`lifecycle`.
+
+        For scenarios across tries that a test cannot step into, e.g. "the first job fails, the
+        retry's job succeeds" under ``dag.test()``.
+        """
+        validated = [self._validate_script(states) for states in scripts]
+        with self._lock:
+            self._queued_lifecycles.extend(validated)
+
+    def start(self) -> Self:
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def url(self) -> str:
+        return self.server.url
 
 
 class LoopbackServer:

@@ -50,6 +50,7 @@ from airflow_durable.testing._core import (
     LoopbackServer,
     Request,
     Response,
+    ScriptedEmulator,
 )
 
 __all__ = ["AwsCall", "AwsEmulator", "AwsJob", "MotoServer", "aws_error"]
@@ -240,7 +241,7 @@ class _AwsFront(LoopbackServer):
 
 
 # --------------------------------------------------------------------------- the base emulator
-class AwsEmulator:
+class AwsEmulator(ScriptedEmulator):
     """Base class of the AWS service emulators; see the module docstring.
 
     :param ledger: shared ledger (a fresh one if omitted).
@@ -313,23 +314,6 @@ class AwsEmulator:
         self.server.start()
         return self
 
-    def stop(self) -> None:
-        self.server.stop()
-
-    def __enter__(self) -> AwsEmulator:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
     # ------------------------------------------------------------------ connection
     def connection(self) -> dict[str, Any]:
         """The Airflow AWS connection fields pointing every service at this emulator."""
@@ -395,23 +379,6 @@ class AwsEmulator:
         )
 
     # ------------------------------------------------------------------ lifecycles
-    @property
-    def lifecycle(self) -> list[str]:
-        """The default state script a new job starts with."""
-        return list(self._lifecycle)
-
-    @lifecycle.setter
-    def lifecycle(self, states: Sequence[str] | None) -> None:
-        states = list(self.DEFAULT_LIFECYCLE if states is None else states)
-        Lifecycle(states)  # validate now, not at the next submit
-        self._lifecycle = states
-
-    def queue_lifecycles(self, *scripts: Sequence[str]) -> None:
-        """Give the next new jobs these scripts, in order; later jobs get :attr:`lifecycle`."""
-        for states in scripts:
-            Lifecycle(list(states))
-        with self._lock:
-            self._queued_lifecycles.extend(list(states) for states in scripts)
 
     # ------------------------------------------------------------------ test controls
     def job(self, job_id: str) -> AwsJob:

@@ -56,6 +56,7 @@ from airflow_durable.testing._core import (
     Lifecycle,
     LoopbackServer,
     Request,
+    ScriptedEmulator,
 )
 
 __all__ = ["DEFAULT_LIFECYCLE", "BigQueryEmulator", "BigQueryJob"]
@@ -145,7 +146,7 @@ class BigQueryJob:
         return dict(self.configuration.get("labels") or {})
 
 
-class BigQueryEmulator:
+class BigQueryEmulator(ScriptedEmulator):
     """The BigQuery jobs API on a loopback port, with a ledger, scripted jobs and faults.
 
     :param ledger: shared ledger (a fresh one if omitted); every jobs.insert and jobs.cancel is recorded.
@@ -153,6 +154,8 @@ class BigQueryEmulator:
         settable later through :attr:`lifecycle`.
     :param project: the project the connection names (jobs in any project are accepted).
     """
+
+    DEFAULT_LIFECYCLE = DEFAULT_LIFECYCLE
 
     def __init__(
         self,
@@ -174,44 +177,6 @@ class BigQueryEmulator:
         self._add_routes()
 
     # ------------------------------------------------------------------ lifecycle of the emulator
-    @property
-    def lifecycle(self) -> list[str]:
-        """The default state script a new job starts with."""
-        return list(self._lifecycle)
-
-    @lifecycle.setter
-    def lifecycle(self, states: Sequence[str] | None) -> None:
-        states = list(DEFAULT_LIFECYCLE if states is None else states)
-        Lifecycle(states)  # validate now, not at the next insert
-        self._lifecycle = states
-
-    def queue_lifecycles(self, *scripts: Sequence[str]) -> None:
-        """Give the next new jobs these scripts, in order; later jobs get :attr:`lifecycle`."""
-        for states in scripts:
-            Lifecycle(list(states))
-        with self._lock:
-            self._queued_lifecycles.extend(list(states) for states in scripts)
-
-    def start(self) -> BigQueryEmulator:
-        self.server.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
-
-    def __enter__(self) -> BigQueryEmulator:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    @property
-    def url(self) -> str:
-        return self.server.url
 
     # ------------------------------------------------------------------ configuration
     def connection(self) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from airflow_durable.testing._core import (
     Lifecycle,
     LoopbackServer,
     Request,
+    ScriptedEmulator,
 )
 
 __all__ = ["DEFAULT_LIFECYCLE", "DatabricksEmulator", "DatabricksJob", "DatabricksRun"]
@@ -136,7 +137,7 @@ class DatabricksRun:
         return is_terminal(self.state)
 
 
-class DatabricksEmulator:
+class DatabricksEmulator(ScriptedEmulator):
     """The Databricks Jobs API 2.2 on a loopback port, with a ledger, scripted runs and faults.
 
     :param ledger: shared ledger (a fresh one if omitted); every mutating call is recorded.
@@ -144,6 +145,8 @@ class DatabricksEmulator:
         settable later through :attr:`lifecycle`.
     :param token: the bearer token the connection carries and the server requires.
     """
+
+    DEFAULT_LIFECYCLE = DEFAULT_LIFECYCLE
 
     def __init__(
         self,
@@ -171,50 +174,6 @@ class DatabricksEmulator:
         self._job_ids = itertools.count(900_001)
         self.server = LoopbackServer(name="databricks-emulator", faults=self.faults, error_body=_error_body)
         self._add_routes()
-
-    # ------------------------------------------------------------------ lifecycle of the emulator
-    @property
-    def lifecycle(self) -> list[str]:
-        """The default state script a new run starts with."""
-        return list(self._lifecycle)
-
-    @lifecycle.setter
-    def lifecycle(self, states: Sequence[str] | None) -> None:
-        states = list(DEFAULT_LIFECYCLE if states is None else states)
-        Lifecycle(states)  # validate now, not at the next submit
-        self._lifecycle = states
-
-    def queue_lifecycles(self, *scripts: Sequence[str]) -> None:
-        """Give the next new runs these scripts, in order; later runs get :attr:`lifecycle`.
-
-        For scenarios across tries that a test cannot step into, e.g. "the first run fails, the
-        retry's run succeeds" under ``dag.test()``.
-        """
-        for states in scripts:
-            Lifecycle(list(states))
-        with self._lock:
-            self._queued_lifecycles.extend(list(states) for states in scripts)
-
-    def start(self) -> DatabricksEmulator:
-        self.server.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
-
-    def __enter__(self) -> DatabricksEmulator:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    @property
-    def url(self) -> str:
-        return self.server.url
 
     # ------------------------------------------------------------------ connection
     def connection(self) -> dict[str, Any]:
@@ -392,7 +351,9 @@ class DatabricksEmulator:
             operation=operation,
             payload=json.loads(json.dumps(payload, default=str)),
             token=token,
-            lifecycle=Lifecycle(self._queued_lifecycles.pop(0) if self._queued_lifecycles else self._lifecycle),
+            lifecycle=Lifecycle(
+                self._queued_lifecycles.pop(0) if self._queued_lifecycles else self._lifecycle
+            ),
             number_in_job=job.runs,
             run_name=str(payload.get("run_name") or job.name),
             task_keys=task_keys,
@@ -449,9 +410,7 @@ class DatabricksEmulator:
             body["idempotency_token"] = run.token
         if include_history:
             history = [{"type": "ORIGINAL", "id": run.run_id, "start_time": run.start_time}]
-            history += [
-                {"type": "REPAIR", "id": r["id"], "start_time": r["start_time"]} for r in run.repairs
-            ]
+            history += [{"type": "REPAIR", "id": r["id"], "start_time": r["start_time"]} for r in run.repairs]
             body["repair_history"] = history
         return body
 

@@ -46,6 +46,7 @@ from airflow_durable.testing._core import (
     Lifecycle,
     LoopbackServer,
     Request,
+    ScriptedEmulator,
 )
 from airflow_durable.testing._tls import LoopbackCA
 
@@ -159,7 +160,7 @@ class DbtCloudRun:
         return found.group(0) if found else None
 
 
-class DbtCloudEmulator:
+class DbtCloudEmulator(ScriptedEmulator):
     """The dbt Cloud v2 API on a loopback HTTPS port, with a ledger, scripted runs and faults.
 
     :param ledger: shared ledger (a fresh one if omitted); every mutating call is recorded.
@@ -167,6 +168,8 @@ class DbtCloudEmulator:
     :param account_id: the account the connection's ``login`` names; other accounts answer 404.
     :param token: the API token the connection carries and the server requires.
     """
+
+    DEFAULT_LIFECYCLE = DEFAULT_LIFECYCLE
 
     def __init__(
         self,
@@ -194,27 +197,11 @@ class DbtCloudEmulator:
         self.server: LoopbackServer | None = None
 
     # ------------------------------------------------------------------ lifecycle of the emulator
-    @property
-    def lifecycle(self) -> list[str]:
-        """The default state script a new run starts with."""
-        return list(self._lifecycle)
-
-    @lifecycle.setter
-    def lifecycle(self, states: Sequence[str] | None) -> None:
-        states = list(DEFAULT_LIFECYCLE if states is None else states)
-        Lifecycle(states)
+    def _validate_script(self, states: Sequence[str]) -> list[str]:
+        states = super()._validate_script(states)
         for state in states:
             status_code(state)
-        self._lifecycle = states
-
-    def queue_lifecycles(self, *scripts: Sequence[str]) -> None:
-        """Give the next new runs these scripts, in order; later runs get :attr:`lifecycle`."""
-        for states in scripts:
-            Lifecycle(list(states))
-            for state in states:
-                status_code(state)
-        with self._lock:
-            self._queued_lifecycles.extend(list(states) for states in scripts)
+        return states
 
     def start(self) -> DbtCloudEmulator:
         if self.server is None:
@@ -234,12 +221,6 @@ class DbtCloudEmulator:
             self.server.stop()
         if self.ca is not None:
             self.ca.cleanup()
-
-    def __enter__(self) -> DbtCloudEmulator:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _server(self) -> LoopbackServer:
         if self.server is None:

@@ -54,6 +54,7 @@ from airflow_durable.testing._core import (
     LoopbackServer,
     Request,
     Response,
+    ScriptedEmulator,
 )
 
 __all__ = ["DEFAULT_LIFECYCLE", "SnowflakeEmulator", "SnowflakeRequest", "SnowflakeStatement"]
@@ -142,7 +143,7 @@ class SnowflakeRequest:
         return "SUCCESS"
 
 
-class SnowflakeEmulator:
+class SnowflakeEmulator(ScriptedEmulator):
     """The Snowflake SQL API v2 on a loopback HTTPS port, with a ledger, scripted statements and faults.
 
     :param ledger: shared ledger (a fresh one if omitted); every mutating call is recorded. A
@@ -152,6 +153,8 @@ class SnowflakeEmulator:
     :param account: the connection's account; the hook then calls ``https://<account>.snowflakecomputing.com``.
     :param token: the Programmatic Access Token the connection carries and the server requires.
     """
+
+    DEFAULT_LIFECYCLE = DEFAULT_LIFECYCLE
 
     def __init__(
         self,
@@ -184,23 +187,8 @@ class SnowflakeEmulator:
         self._add_routes()
 
     # ------------------------------------------------------------------ lifecycle of the emulator
-    @property
-    def lifecycle(self) -> list[str]:
-        """The default state script a new statement starts with."""
-        return list(self._lifecycle)
-
-    @lifecycle.setter
-    def lifecycle(self, states: Sequence[str] | None) -> None:
-        states = [_validate_state(s) for s in (DEFAULT_LIFECYCLE if states is None else states)]
-        Lifecycle(states)
-        self._lifecycle = states
-
-    def queue_lifecycles(self, *scripts: Sequence[str]) -> None:
-        """Give the statements of the next new requests these scripts (one per request), in order."""
-        for states in scripts:
-            Lifecycle([_validate_state(s) for s in states])
-        with self._lock:
-            self._queued_lifecycles.extend(list(states) for states in scripts)
+    def _validate_script(self, states: Sequence[str]) -> list[str]:
+        return super()._validate_script([_validate_state(s) for s in states])
 
     def start(self) -> SnowflakeEmulator:
         if not self.server.running:
@@ -214,16 +202,6 @@ class SnowflakeEmulator:
             port = self.server.port
             self.server.stop()
             _tls.unroute(DOMAIN, port)
-
-    def __enter__(self) -> SnowflakeEmulator:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        return self.server.port
 
     @property
     def url(self) -> str:
