@@ -431,3 +431,82 @@ class DbtCloudDemo(DemoSystem):
 
 register(SnowflakeDemo())
 register(DbtCloudDemo())
+
+
+# --------------------------------------------------------------------------- BigQuery
+class _BigQueryBackend(_EmulatorBackend):
+    """The BigQuery jobs emulator. A DAG's job is the one whose query names the dag_id (in a comment)."""
+
+    status_path = "/jobs/"
+
+    def __init__(self) -> None:
+        from airflow_durable.testing.bigquery import BigQueryEmulator
+
+        # RUNNING is sticky: a query job runs until the demo ends it.
+        super().__init__(BigQueryEmulator(lifecycle=["PENDING", "RUNNING"]).start())
+
+    def environment(self) -> dict[str, str]:
+        # BIGQUERY_EMULATOR_HOST + an anonymous google_cloud_default connection.
+        return dict(self.emulator.environ())
+
+    @staticmethod
+    def _query(configuration: Any) -> str:
+        return str(((configuration or {}).get("query") or {}).get("query", ""))
+
+    def _mine(self, dag_id: str) -> list[Any]:
+        jobs = [j for j in list(self.emulator.jobs.values()) if dag_id in self._query(j.configuration)]
+        return sorted(jobs, key=lambda j: j.created)
+
+    def _owns(self, dag_id: str, request: Any) -> bool:
+        found = re.search(r"/jobs/([^/?]+)$", request.path)
+        return found is not None and any(j.job_id == found.group(1) for j in self._mine(dag_id))
+
+    def submissions(self, dag_id: str) -> int:
+        return sum(
+            1
+            for e in self.emulator.ledger.select("bigquery", "jobs.insert")
+            if dag_id in self._query(e.payload.get("configuration"))
+        )
+
+    def jobs(self, dag_id: str) -> list[JobRun]:
+        return [
+            JobRun(
+                # Both sides' ids start "airflow_<dag_id>_<task_id>"; their ends tell them apart.
+                id=job.job_id if len(job.job_id) <= 16 else f"…{job.job_id[-14:]}",
+                started_at=job.created / 1000,
+                ended_at=self._ended.get(job.job_id),
+                state=job.state,
+            )
+            for job in self._mine(dag_id)
+        ]
+
+    def status_reads(self, dag_id: str) -> int:
+        jobs = self._mine(dag_id)
+        return jobs[-1].gets if jobs else 0
+
+    def finish(self, dag_id: str) -> None:
+        for job in self._mine(dag_id):
+            if not job.done:
+                self.emulator.set_state(job.job_id, "DONE")
+                self._ended[job.job_id] = time.time()
+
+
+class BigQueryDemo(DemoSystem):
+    """``BigQueryInsertJobOperator`` against ``DurableBigQueryInsertJobOperator``."""
+
+    name = "bigquery"
+    title = "BigQuery"
+    job_noun = "job"
+    cost_unit = "slot time"
+    dag_file = DAGS_DIR / "bigquery.py"
+    upstream = Side("afd_demo_bigquery_upstream", "BigQueryInsertJobOperator")
+    durable = Side("afd_demo_bigquery_durable", "DurableBigQueryInsertJobOperator")
+    task_id = "nightly_rollup"
+    operator_args = "deferrable=True, retries=2"
+    provider_module = "airflow.providers.google"
+
+    def start(self) -> DemoBackend:
+        return _BigQueryBackend()
+
+
+register(BigQueryDemo())

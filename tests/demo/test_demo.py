@@ -46,7 +46,12 @@ def _demo_env(**extra: str) -> dict[str, str]:
 
 # --------------------------------------------------------------------------- end to end
 #: A job's state once the demo finished it, per system.
-SUCCESS_STATE = {"databricks": "TERMINATED:SUCCESS", "snowflake": "SUCCESS", "dbt-cloud": "SUCCESS"}
+SUCCESS_STATE = {
+    "databricks": "TERMINATED:SUCCESS",
+    "snowflake": "SUCCESS",
+    "dbt-cloud": "SUCCESS",
+    "bigquery": "DONE",
+}
 #: Systems the runtime run demos by default (each demo costs ~2 min of CI). The others run when
 #: AFD_DEMO_SYSTEMS names them (comma-separated) or is "all".
 DEFAULT_DEMO_SYSTEMS = ("databricks",)
@@ -249,7 +254,10 @@ def test_registry() -> None:
         systems.get("nope")
     with pytest.raises(ValueError, match="already registered"):
         systems.register(dbx)
-    assert systems.names() == ["databricks", "dbt-cloud", "snowflake"]
+    assert systems.names() == ["bigquery", "databricks", "dbt-cloud", "snowflake"]
+    bq = systems.get("bigquery")
+    assert bq.dag_ids == ("afd_demo_bigquery_upstream", "afd_demo_bigquery_durable")
+    assert bq.durable.operator == "DurableBigQueryInsertJobOperator"
     assert systems.get("snowflake").dag_ids == ("afd_demo_snowflake_upstream", "afd_demo_snowflake_durable")
     assert systems.get("snowflake").durable.operator == "DurableSnowflakeSqlApiOperator"
     dbt = systems.get("dbt-cloud")
@@ -274,12 +282,18 @@ def test_an_emulator_pythonpath_is_prepended_not_swapped_in(monkeypatch: pytest.
 
 def test_demo_backends_measure_each_dag_apart() -> None:
     """Both DAGs share an emulator: each backend counts, holds and finishes only its DAG's jobs."""
-    for name in ("snowflake", "dbt-cloud"):
+    #: What each system's environment carries besides its AIRFLOW_CONN_* (TLS CA, endpoint variable).
+    transport = {
+        "snowflake": "SSL_CERT_FILE",
+        "dbt-cloud": "SSL_CERT_FILE",
+        "bigquery": "BIGQUERY_EMULATOR_HOST",
+    }
+    for name, variable in transport.items():
         system = systems.get(name)
         backend = system.start()
         try:
             env = backend.environment()
-            assert any(k.startswith("AIRFLOW_CONN_") for k in env) and "SSL_CERT_FILE" in env
+            assert any(k.startswith("AIRFLOW_CONN_") for k in env) and variable in env
             for dag_id in system.dag_ids:
                 assert backend.submissions(dag_id) == 0 and backend.jobs(dag_id) == []
                 assert backend.status_reads(dag_id) == 0 and not backend.held(dag_id)
@@ -327,9 +341,10 @@ def test_unknown_system_is_a_usage_error() -> None:
     register(app)
     unknown = CliRunner().invoke(app, ["demo", "--system", "nope"])
     assert unknown.exit_code == 2
-    assert "unknown demo system 'nope'; known: databricks, dbt-cloud, snowflake" in unknown.output
+    assert "unknown demo system 'nope'; known: bigquery, databricks, dbt-cloud, snowflake" in unknown.output
     listed = CliRunner().invoke(app, ["demo", "--list"])
-    assert listed.exit_code == 0 and listed.output.startswith("databricks ")
+    assert listed.exit_code == 0
+    assert [line.split()[0] for line in listed.output.splitlines() if line.strip()] == systems.names()
 
 
 # --------------------------------------------------------------------------- failure reporting
