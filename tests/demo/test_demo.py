@@ -51,6 +51,8 @@ SUCCESS_STATE = {
     "snowflake": "SUCCESS",
     "dbt-cloud": "SUCCESS",
     "bigquery": "DONE",
+    "redshift": "FINISHED",
+    "batch": "SUCCEEDED",
 }
 #: Systems the runtime run demos by default (each demo costs ~2 min of CI). The others run when
 #: AFD_DEMO_SYSTEMS names them (comma-separated) or is "all".
@@ -254,7 +256,9 @@ def test_registry() -> None:
         systems.get("nope")
     with pytest.raises(ValueError, match="already registered"):
         systems.register(dbx)
-    assert systems.names() == ["bigquery", "databricks", "dbt-cloud", "snowflake"]
+    assert systems.names() == ["batch", "bigquery", "databricks", "dbt-cloud", "redshift", "snowflake"]
+    assert systems.get("redshift").durable.operator == "DurableRedshiftDataOperator"
+    assert systems.get("batch").dag_ids == ("afd_demo_batch_upstream", "afd_demo_batch_durable")
     bq = systems.get("bigquery")
     assert bq.dag_ids == ("afd_demo_bigquery_upstream", "afd_demo_bigquery_durable")
     assert bq.durable.operator == "DurableBigQueryInsertJobOperator"
@@ -341,7 +345,10 @@ def test_unknown_system_is_a_usage_error() -> None:
     register(app)
     unknown = CliRunner().invoke(app, ["demo", "--system", "nope"])
     assert unknown.exit_code == 2
-    assert "unknown demo system 'nope'; known: bigquery, databricks, dbt-cloud, snowflake" in unknown.output
+    assert (
+        "unknown demo system 'nope'; known: batch, bigquery, databricks, dbt-cloud, redshift, snowflake"
+        in unknown.output
+    )
     listed = CliRunner().invoke(app, ["demo", "--list"])
     assert listed.exit_code == 0
     assert [line.split()[0] for line in listed.output.splitlines() if line.strip()] == systems.names()
