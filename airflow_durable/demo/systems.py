@@ -522,6 +522,8 @@ class _AwsBackend(_EmulatorBackend):
     """
 
     status_operation: str
+    #: REST-JSON services read status with a GET; JSON-protocol ones POST everything.
+    status_method: str = "POST"
     success_state: str
 
     def _names_dag(self, dag_id: str, payload: Any) -> bool:
@@ -538,9 +540,9 @@ class _AwsBackend(_EmulatorBackend):
         return env
 
     def hold_after_submit(self, dag_id: str, seconds: float) -> None:
-        # AWS calls are all POSTs; the front rewrites the path to /<service>/<Operation>.
+        # The front rewrites every AWS call's path to /<service>/<Operation>.
         self._holds[dag_id] = self.emulator.faults.add(
-            method="POST",
+            method=self.status_method,
             path_contains=self.status_operation,
             status=None,
             latency=seconds,
@@ -664,5 +666,54 @@ class BatchDemo(DemoSystem):
         return _BatchBackend()
 
 
+class _EmrEksBackend(_AwsBackend):
+    """The EMR on EKS emulator (moto behind the front). A DAG's job run is the one named after the dag_id."""
+
+    status_operation = "/emr-containers/DescribeJobRun"
+    status_method = "GET"
+    success_state = "COMPLETED"
+
+    def __init__(self) -> None:
+        from airflow_durable.testing.emr import EmrContainersEmulator
+
+        # RUNNING is sticky: a job run goes on until the demo ends it.
+        super().__init__(EmrContainersEmulator(lifecycle=["PENDING", "RUNNING"]).start())
+
+    def environment(self) -> dict[str, str]:
+        # The virtual cluster is created at start; the DAG reads its id from this Variable.
+        return {
+            **super().environment(),
+            f"AIRFLOW_VAR_{EmrEksDemo.cluster_variable.upper()}": self.emulator.virtual_cluster_id,
+        }
+
+    def _names_dag(self, dag_id: str, payload: Any) -> bool:
+        return (payload or {}).get("name") == dag_id
+
+    def _read_ids(self, request: Any) -> list[str]:
+        params = request.path_params or {}
+        return [str(params.get("jobRunId") or params.get("id") or "")]
+
+
+class EmrEksDemo(DemoSystem):
+    """``EmrContainerOperator`` against ``DurableEmrContainerOperator``."""
+
+    name = "emr-eks"
+    title = "EMR on EKS"
+    job_noun = "job run"
+    cost_unit = "EKS cluster time"
+    dag_file = DAGS_DIR / "emr_eks.py"
+    upstream = Side("afd_demo_emr_eks_upstream", "EmrContainerOperator")
+    durable = Side("afd_demo_emr_eks_durable", "DurableEmrContainerOperator")
+    task_id = "nightly_spark"
+    operator_args = "deferrable=True, retries=2"
+    provider_module = "airflow.providers.amazon"
+    #: The Airflow Variable carrying the emulator's virtual cluster id to the DAG.
+    cluster_variable = "afd_demo_emr_virtual_cluster_id"
+
+    def start(self) -> DemoBackend:
+        return _EmrEksBackend()
+
+
 register(RedshiftDemo())
 register(BatchDemo())
+register(EmrEksDemo())

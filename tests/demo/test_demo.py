@@ -53,6 +53,7 @@ SUCCESS_STATE = {
     "bigquery": "DONE",
     "redshift": "FINISHED",
     "batch": "SUCCEEDED",
+    "emr-eks": "COMPLETED",
 }
 #: Systems the runtime run demos by default (each demo costs ~2 min of CI). The others run when
 #: AFD_DEMO_SYSTEMS names them (comma-separated) or is "all".
@@ -256,7 +257,16 @@ def test_registry() -> None:
         systems.get("nope")
     with pytest.raises(ValueError, match="already registered"):
         systems.register(dbx)
-    assert systems.names() == ["batch", "bigquery", "databricks", "dbt-cloud", "redshift", "snowflake"]
+    assert systems.names() == [
+        "batch",
+        "bigquery",
+        "databricks",
+        "dbt-cloud",
+        "emr-eks",
+        "redshift",
+        "snowflake",
+    ]
+    assert systems.get("emr-eks").durable.operator == "DurableEmrContainerOperator"
     assert systems.get("redshift").durable.operator == "DurableRedshiftDataOperator"
     assert systems.get("batch").dag_ids == ("afd_demo_batch_upstream", "afd_demo_batch_durable")
     bq = systems.get("bigquery")
@@ -346,8 +356,8 @@ def test_unknown_system_is_a_usage_error() -> None:
     unknown = CliRunner().invoke(app, ["demo", "--system", "nope"])
     assert unknown.exit_code == 2
     assert (
-        "unknown demo system 'nope'; known: batch, bigquery, databricks, dbt-cloud, redshift, snowflake"
-        in unknown.output
+        "unknown demo system 'nope'; known: batch, bigquery, databricks, dbt-cloud, emr-eks, "
+        "redshift, snowflake" in unknown.output
     )
     listed = CliRunner().invoke(app, ["demo", "--list"])
     assert listed.exit_code == 0
