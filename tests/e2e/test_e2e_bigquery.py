@@ -10,43 +10,16 @@ subprocess, and the two subprocesses run on the two xdist workers.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import record_summary
+from tests.e2e.test_dag_test_e2e import ROOT, airflow_home  # noqa: F401  (the shared migrated home)
 from tests.harness import DURABLE
 
 pytestmark = pytest.mark.e2e
-
-ROOT = Path(__file__).resolve().parents[2]
-DAGS = Path(__file__).parent / "dags"
-
-
-@pytest.fixture(scope="session")
-def bigquery_airflow_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A migrated SQLite AIRFLOW_HOME whose dags folder holds the BigQuery e2e DAGs."""
-    import airflow
-
-    home = tmp_path_factory.mktemp("e2e-bigquery-airflow-home")
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(DAGS)]),
-        "PYTHONWARNINGS": "ignore",
-    }
-    command = ["db", "migrate"] if int(airflow.__version__.split(".")[0]) >= 3 else ["db", "init"]
-    done = subprocess.run(
-        [sys.executable, "-m", "airflow", *command], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return env
 
 
 SCENARIOS = ("crash_after_deferral", "already_succeeded")
@@ -76,8 +49,8 @@ def assert_finished(summary: dict) -> None:
     assert summary["xcoms"]["return_value"] == summary["job_ids"][-1]
 
 
-def test_durable_operator_submits_once_in_both_scenarios_on_both_paths(bigquery_airflow_home):
-    summaries = run_all(bigquery_airflow_home, ["durable_deferrable", "durable_sync"])
+def test_durable_operator_submits_once_in_both_scenarios_on_both_paths(airflow_home):  # noqa: F811
+    summaries = run_all(airflow_home, ["durable_deferrable", "durable_sync"])
     for (variant, scenario), summary in summaries.items():
         assert_finished(summary)
         if not DURABLE:  # Airflow < 3.3: the shim degrades to "every try submits fresh"
@@ -91,8 +64,8 @@ def test_durable_operator_submits_once_in_both_scenarios_on_both_paths(bigquery_
             assert summary["trigger_successes"] == (1 if expected == "reconnect" else 0)
 
 
-def test_upstream_operator_measured_in_the_same_scenarios(bigquery_airflow_home):
-    summaries = run_all(bigquery_airflow_home, ["upstream_deferrable", "upstream_sync"])
+def test_upstream_operator_measured_in_the_same_scenarios(airflow_home):  # noqa: F811
+    summaries = run_all(airflow_home, ["upstream_deferrable", "upstream_sync"])
     for (variant, _scenario), summary in summaries.items():
         assert_finished(summary)
         if variant == "upstream_deferrable":
@@ -102,4 +75,3 @@ def test_upstream_operator_measured_in_the_same_scenarios(bigquery_airflow_home)
         else:
             # The provider's sync path is durable through ResumableJobMixin on Airflow 3.3 only.
             assert summary["submissions"] == (1 if DURABLE else 2), summary
-

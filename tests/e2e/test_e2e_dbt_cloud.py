@@ -10,42 +10,16 @@ behaviour, and the expectations say so.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import record_summary
+from tests.e2e.test_dag_test_e2e import ROOT, airflow_home  # noqa: F401  (the shared migrated home)
 from tests.harness import DURABLE
 
 pytestmark = pytest.mark.e2e
-
-ROOT = Path(__file__).resolve().parents[2]
-DAGS = Path(__file__).parent / "dags"
-
-
-@pytest.fixture(scope="session")
-def dbt_airflow_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    import airflow
-
-    home = tmp_path_factory.mktemp("e2e-dbt-airflow-home")
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(DAGS)]),
-        "PYTHONWARNINGS": "ignore",
-    }
-    command = ["db", "migrate"] if int(airflow.__version__.split(".")[0]) >= 3 else ["db", "init"]
-    done = subprocess.run(
-        [sys.executable, "-m", "airflow", *command], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return env
 
 
 def run_all(env: dict[str, str], kind: str) -> dict[tuple[str, str], dict]:
@@ -76,8 +50,8 @@ def assert_provider_result(summary: dict) -> None:
     assert xcoms["job_run_url"].endswith(f"/runs/{run_id}/")
 
 
-def test_durable_dbt_cloud_run_job_submits_once_after_a_crash_and_after_success(dbt_airflow_home):
-    summaries = run_all(dbt_airflow_home, "durable")
+def test_durable_dbt_cloud_run_job_submits_once_after_a_crash_and_after_success(airflow_home):  # noqa: F811
+    summaries = run_all(airflow_home, "durable")
     for (path, scenario), summary in summaries.items():
         assert_provider_result(summary)
         assert summary["submissions"] == (1 if DURABLE else 2), (path, scenario)
@@ -90,9 +64,9 @@ def test_durable_dbt_cloud_run_job_submits_once_after_a_crash_and_after_success(
         assert summaries[("sync", "already_succeeded")]["decisions"] == ["fresh_submit", "already_succeeded"]
 
 
-def test_upstream_dbt_cloud_run_job_in_the_same_scenarios(dbt_airflow_home):
+def test_upstream_dbt_cloud_run_job_in_the_same_scenarios(airflow_home):  # noqa: F811
     """The measurement the durable numbers are compared with: upstream submits a second run each time."""
-    summaries = run_all(dbt_airflow_home, "upstream")
+    summaries = run_all(airflow_home, "upstream")
     for summary in summaries.values():
         assert_provider_result(summary)
         assert summary["submissions"] == 2
