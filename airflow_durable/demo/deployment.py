@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+#: The CeleryExecutor by its full path (the short alias is not resolved in Airflow 3.3).
+CELERY_EXECUTOR = "airflow.providers.celery.executors.celery_executor.CeleryExecutor"
 #: The directory holding the ``airflow_durable`` package: the components import this same copy.
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
@@ -92,9 +94,7 @@ def _server_binary(name: str) -> str:
         return candidate
     found = shutil.which(name)
     if found is None:
-        raise DeploymentError(
-            f"no `{name}` executable: apt-get install -y postgresql redis-server"
-        )
+        raise DeploymentError(f"no `{name}` executable: apt-get install -y postgresql redis-server")
     return found
 
 
@@ -412,7 +412,7 @@ class Deployment:
         if self.redis is not None:
             env.update(
                 {
-                    "AIRFLOW__CORE__EXECUTOR": "airflow.providers.celery.executors.celery_executor.CeleryExecutor",
+                    "AIRFLOW__CORE__EXECUTOR": CELERY_EXECUTOR,
                     "AIRFLOW__CELERY__BROKER_URL": self.redis.url(0),
                     "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + self.postgres.url if self.postgres else "",
                     "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(self.worker_concurrency),
@@ -531,11 +531,19 @@ class Deployment:
         self._sessions.append(proc.pid)
         return proc
 
-    def kill_component(self, component: str, sig: signal.Signals = signal.SIGKILL) -> None:
-        """Send ``sig`` to one component's whole process group (a SIGKILLed Celery worker takes its
-        pool processes with it; task processes in their own group live on as orphans, like in
-        production) and wait for the component itself to end."""
+    def kill_component(
+        self, component: str, sig: signal.Signals = signal.SIGKILL, tree: bool = False
+    ) -> None:
+        """Send ``sig`` to one component's process group and wait for the component itself to end.
+
+        Task processes put themselves in a process group of their own, so they outlive a kill of the
+        group (like a task whose worker process was killed); ``tree=True`` signals every descendant
+        too, as when the worker's machine or container dies (a Celery worker with its pool and tasks).
+        """
         proc = self.procs[component]
+        if tree:
+            for pid in self.descendants(proc.pid):
+                self._signal(pid, sig)
         self._signal_group(proc.pid, sig)
         try:
             proc.wait(timeout=60)
@@ -860,6 +868,26 @@ class Deployment:
             ):
                 return pid
         return None
+
+    def descendants(self, pid: int) -> list[int]:
+        """Every live process below ``pid`` in the process tree (children, their children...)."""
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+        found, todo = [], [pid]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                found.append(child)
+                todo.append(child)
+        return found
 
     @staticmethod
     def supervisor_pid(task_pid: int) -> int | None:

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,18 @@ from tests.e2e_runtime.matrix import AWS_SYSTEMS, dbt_job_id
 REPO = Path(__file__).resolve().parents[2]
 #: Words of a job state that mean it ended (across the systems' vocabularies).
 _TERMINAL = (
-    "SUCCESS", "SUCCEEDED", "TERMINATED", "FAILED", "CANCEL", "DONE", "FINISHED", "COMPLETED",
-    "ABORTED", "ERROR", "SKIPPED", "INTERNAL",
+    "SUCCESS",
+    "SUCCEEDED",
+    "TERMINATED",
+    "FAILED",
+    "CANCEL",
+    "DONE",
+    "FINISHED",
+    "COMPLETED",
+    "ABORTED",
+    "ERROR",
+    "SKIPPED",
+    "INTERNAL",
 )
 
 
@@ -152,7 +161,9 @@ class EmulatorProcess:
         line = self.proc.stdout.readline().decode()
         if not line.startswith("READY "):
             self.stop()
-            raise RuntimeError(f"the {system} emulator did not start: {line!r}\n{self.log.read_text()[-3000:]}")
+            raise RuntimeError(
+                f"the {system} emulator did not start: {line!r}\n{self.log.read_text()[-3000:]}"
+            )
         self.port = int(line.split()[1])
 
     def call(self, op: str, **body: Any) -> Any:

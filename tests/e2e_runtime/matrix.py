@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from dataclasses import dataclass
 
 #: system key -> (title, upstream operator, durable operator, task id)
@@ -125,3 +126,41 @@ CELLS_ENV = "AFD_RT_CELLS"
 def selected_dag_ids() -> list[str]:
     raw = os.environ.get(CELLS_ENV, "")
     return [d for d in raw.split(",") if d] if raw else [c.dag_id for c in cells()]
+
+
+#: Which systems a run covers (see :func:`selected_systems`).
+GROUP_ENV = "AFD_RT_GROUP"
+#: Groups of systems when the commit picks one (CI): each push runs one, ``make reliability`` all.
+CI_GROUPS = 4
+
+
+def _commit() -> str:
+    try:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def selected_systems(raw: str | None = None, commit: str | None = None) -> tuple[str, ...]:
+    """The systems a run covers, from ``AFD_RT_GROUP``: ``all``, ``<i>/<n>`` (group i of n), a comma
+    list of systems, or unset/empty: the group of :data:`CI_GROUPS` that the commit hash picks."""
+    raw = os.environ.get(GROUP_ENV, "") if raw is None else raw
+    names = tuple(SYSTEMS)
+    if raw == "all":
+        return names
+    if raw and "/" not in raw:
+        unknown = set(raw.split(",")) - set(names)
+        if unknown:
+            raise ValueError(f"{GROUP_ENV}: unknown systems {sorted(unknown)}; known: {', '.join(names)}")
+        return tuple(raw.split(","))
+    if raw:
+        index, count = (int(x) for x in raw.split("/"))
+    else:
+        commit = _commit() if commit is None else commit
+        index, count = (int(commit[:8], 16) if commit else 0) % CI_GROUPS, CI_GROUPS
+    if not 0 <= index < count:
+        raise ValueError(f"{GROUP_ENV}={raw!r}: the group index must be in 0..{count - 1}")
+    return names[index::count]

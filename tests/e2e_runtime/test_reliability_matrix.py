@@ -15,7 +15,6 @@ every cell's outcome is merged into that JSON file (``make reliability`` renders
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,17 +27,15 @@ if int(airflow.__version__.split(".")[0]) < 3:
 
 from airflow_durable import shims  # noqa: E402
 from tests.e2e_runtime.conftest import SUMMARIES  # noqa: E402
-from tests.e2e_runtime.matrix import FAULTS, SYSTEMS, Cell, cells  # noqa: E402
+from tests.e2e_runtime.matrix import FAULTS, Cell, cells, selected_systems  # noqa: E402
 from tests.e2e_runtime.tier import RESULTS_ENV, CellResult, Tier, committed_cell, write_results  # noqa: E402
 
 pytestmark = [
     pytest.mark.runtime,
+    pytest.mark.reliability,
     pytest.mark.skipif(not shims.DURABLE_RUNTIME, reason="the matrix measures the durable runtime (3.3+)"),
 ]
 
-GROUP_ENV = "AFD_RT_GROUP"
-#: Groups of systems when the commit picks one (CI): each push runs one, `make reliability` all.
-CI_GROUPS = 4
 CONFIG = {"database": "postgres", "executor": "celery", "triggerers": 2}
 CONFIG_KEY = "postgres+celery"
 PHASES = {
@@ -49,38 +46,6 @@ PHASES = {
 }
 
 
-def _commit() -> str:
-    try:
-        root = Path(__file__).resolve().parents[2]
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root, timeout=10
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def selected_systems(raw: str | None = None) -> tuple[str, ...]:
-    """The systems this run covers: ``all``, ``<i>/<n>``, a comma list of systems, or (unset) the
-    group of :data:`CI_GROUPS` that the commit hash picks."""
-    raw = os.environ.get(GROUP_ENV, "") if raw is None else raw
-    names = tuple(SYSTEMS)
-    if raw == "all":
-        return names
-    if raw and "/" not in raw:
-        unknown = set(raw.split(",")) - set(names)
-        if unknown:
-            raise ValueError(f"{GROUP_ENV}: unknown systems {sorted(unknown)}; known: {', '.join(names)}")
-        return tuple(raw.split(","))
-    if raw:
-        index, count = (int(x) for x in raw.split("/"))
-    else:
-        commit = _commit()
-        index, count = (int(commit[:8], 16) if commit else 0) % CI_GROUPS, CI_GROUPS
-    if not 0 <= index < count:
-        raise ValueError(f"{GROUP_ENV}={raw!r}: the group index must be in 0..{count - 1}")
-    return names[index::count]
-
-
 SYSTEMS_RUN = selected_systems()
 
 
@@ -89,7 +54,10 @@ def tier() -> Iterator[Tier]:
     started = time.monotonic()
     with Tier(cells(systems=SYSTEMS_RUN), **CONFIG) as t:
         SUMMARIES.append(
-            {"scenario": f"matrix deployment start ({', '.join(SYSTEMS_RUN)})", "seconds": time.monotonic() - started}
+            {
+                "scenario": f"matrix deployment start ({', '.join(SYSTEMS_RUN)})",
+                "seconds": time.monotonic() - started,
+            }
         )
         yield t
     assert not t.dep or not t.dep.stray_pids(), "a deployment process outlived the tier"
@@ -98,7 +66,7 @@ def tier() -> Iterator[Tier]:
 def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> None:
     path = os.environ.get(RESULTS_ENV)
     if path:
-        write_results(Path(path), tier.describe(), results)
+        write_results(Path(path), CONFIG_KEY, tier.describe(), results)
     by_id = {r.dag_id: r for r in results}
     missing = [c.dag_id for c in phase_cells if c.dag_id not in by_id]
     assert not missing, f"cells without a result: {missing}"
@@ -122,9 +90,11 @@ def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> No
             continue
         before = committed_cell(CONFIG_KEY, r.dag_id)
         if not r.durable_ok:
-            regressed = " — a regression: the committed result kept the promise" if before and before.get(
-                "durable_ok"
-            ) else ""
+            regressed = (
+                " — a regression: the committed result kept the promise"
+                if before and before.get("durable_ok")
+                else ""
+            )
             problems.append(
                 f"{r.dag_id}: jobs={r.jobs} final={r.final_state} untracked={r.untracked} tries={r.tries} "
                 f"error={r.error!r}{regressed}\n{tier.task_logs(r.dag_id)[-4000:]}"
@@ -136,7 +106,9 @@ def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> No
         twin = by_id.get(r.dag_id.replace("_durable_", "_upstream_"))
         if r.side == "durable" and twin and twin.final_state == "success" and r.final_state == "success":
             if set(twin.xcom_keys) - set(r.xcom_keys):
-                problems.append(f"{r.dag_id}: XComs {set(twin.xcom_keys) - set(r.xcom_keys)} missing vs upstream")
+                problems.append(
+                    f"{r.dag_id}: XComs {set(twin.xcom_keys) - set(r.xcom_keys)} missing vs upstream"
+                )
     if problems:
         pending = {FAULTS[c.fault].pending for c in phase_cells if FAULTS[c.fault].pending}
         if pending:
@@ -150,15 +122,3 @@ def test_matrix_phase(tier: Tier, phase: str) -> None:
     phase_cells = cells(faults=PHASES[phase], systems=SYSTEMS_RUN)
     results = tier.run_phase(phase_cells)
     _check(tier, results, phase_cells)
-
-
-def test_group_selection() -> None:
-    """Every system is in exactly one CI group; ``all`` and explicit lists work; bad input is refused."""
-    groups = [selected_systems(f"{i}/{CI_GROUPS}") for i in range(CI_GROUPS)]
-    assert sorted(s for g in groups for s in g) == sorted(SYSTEMS)
-    assert selected_systems("all") == tuple(SYSTEMS)
-    assert selected_systems("databricks,batch") == ("databricks", "batch")
-    with pytest.raises(ValueError, match="unknown systems"):
-        selected_systems("databricks,nope")
-    with pytest.raises(ValueError, match="group index"):
-        selected_systems("4/4")

@@ -35,14 +35,13 @@ HOLD_SECONDS = 90.0
 CELL_BUDGET = 420.0
 #: Faster detection of dead workers, schedulers and triggerers than the defaults (minutes).
 SETTINGS = {
-    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "12",
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",  # generous: a loaded 2-core CI
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
     "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
     "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "10",
     "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "10",
     "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
     "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
-    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "120",
 }
 
 
@@ -82,6 +81,8 @@ class _Run:
     run_id: str = ""
     stage: str = "pending"
     started: float = 0.0
+    #: The try that was running (and held) when the fault struck; the retry is any later one.
+    kill_try: int = 0
     baseline_jobs: int = 0
     baseline_reads: int = 0
     running_at_finish: int = 0
@@ -153,9 +154,7 @@ class Tier:
         version = self.dep.query("SHOW server_version") if self.dep.database == "postgres" else []
         return {
             "airflow": importlib.metadata.version("apache-airflow"),
-            "database": (
-                f"PostgreSQL {str(version[0][0]).split()[0]}" if version else "SQLite"
-            ),
+            "database": (f"PostgreSQL {str(version[0][0]).split()[0]}" if version else "SQLite"),
             "executor": "CeleryExecutor" if self.dep.executor == "celery" else "LocalExecutor",
             "triggerers": self.dep.triggerers,
             "celery_workers": self.dep.celery_workers,
@@ -205,8 +204,8 @@ class Tier:
         dep = self.dep
         if fault == "celerykill":
             workers = [c for c in dep.components if c.startswith("celery-worker-")]
-            for name in workers:
-                dep.kill_component(name)
+            for name in workers:  # the whole tree: main process, pool, supervisors, task processes
+                dep.kill_component(name, tree=True)
             for name in workers:
                 dep.start_component(name)
         elif fault == "trigkill":
@@ -219,7 +218,7 @@ class Tier:
             raise AssertionError(fault)
 
     # ------------------------------------------------------------------ the phase
-    def run_phase(self, cells: Iterable[Cell], max_in_flight: int = 14) -> list[CellResult]:
+    def run_phase(self, cells: Iterable[Cell], max_in_flight: int = 8) -> list[CellResult]:
         """Drive ``cells`` (faults of one kind: per task, or one global fault) to their end."""
         assert self.dep is not None
         runs = [_Run(cell, self.emulators[cell.system]) for cell in cells]
@@ -274,13 +273,16 @@ class Tier:
             return
         ti = self._ti(run)
         if run.stage == "submit":
-            if ti is None or ti.try_number != 1 or ti.state != "running" or not state["held"]:
+            # The first try that runs holds the job (a try that never ran, e.g. requeued, does not).
+            if ti is None or ti.state != "running" or not state["held"]:
                 return self._ended_early(run, state)
             if run.cell.fault == "celerykill":
                 if self.dep.task_pid(ti.id):
+                    run.kill_try = ti.try_number
                     run.stage = "ready"
                 return None
             if self._per_task_fault(run, ti):
+                run.kill_try = ti.try_number
                 self._baseline(run, state)
                 run.stage = "retry"
         elif run.stage == "defer":
@@ -291,7 +293,7 @@ class Tier:
         elif run.stage == "retry":
             if (
                 ti is not None
-                and ti.try_number >= 2
+                and ti.try_number > run.kill_try
                 and ti.state in ("deferred", "running")
                 and self._polled_since_baseline(run, state)
             ):
@@ -299,7 +301,11 @@ class Tier:
             else:
                 self._ended_early(run, state)
         elif run.stage == "after":  # a component was replaced: the job is being waited on again
-            if ti is not None and ti.state in ("deferred", "running") and self._polled_since_baseline(run, state):
+            if (
+                ti is not None
+                and ti.state in ("deferred", "running")
+                and self._polled_since_baseline(run, state)
+            ):
                 self._finish(run, state)
             else:
                 self._ended_early(run, state)
@@ -317,7 +323,9 @@ class Tier:
             running = sum(1 for j in state["jobs"] if j["running"])
             run.running_at_finish = running
             run.emulator.call("finish", dag_id=run.cell.dag_id)
-            self._collect(run, error="" if run.stage in ("retry", "after") else f"DAG run ended in stage {run.stage!r}")
+            self._collect(
+                run, error="" if run.stage in ("retry", "after") else f"DAG run ended in stage {run.stage!r}"
+            )
 
     def _finish(self, run: _Run, state: dict[str, Any], error: str = "") -> None:
         run.running_at_finish = sum(1 for j in state["jobs"] if j["running"])
@@ -363,10 +371,10 @@ RESULTS_ENV = "AFD_RT_RESULTS"
 COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "reliability.json"
 
 
-def write_results(path: Path, config: dict[str, Any], results: list[CellResult]) -> None:
-    """Merge ``results`` into the JSON results file at ``path`` (one entry per configuration + cell)."""
+def write_results(path: Path, key: str, config: dict[str, Any], results: list[CellResult]) -> None:
+    """Merge ``results`` into the JSON results file at ``path`` under configuration ``key``
+    (``"postgres+celery"``); ``config`` describes it (versions)."""
     data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"configurations": {}}
-    key = f"{config['database']}+{config['executor']}"
     entry = data["configurations"].setdefault(key, {"environment": config, "cells": {}})
     entry["environment"] = config
     for result in results:
