@@ -131,7 +131,7 @@ def selected_dag_ids() -> list[str]:
 #: Which systems a run covers (see :func:`selected_systems`).
 GROUP_ENV = "AFD_RT_GROUP"
 #: Groups of systems when the commit picks one (CI): each push runs one, ``make reliability`` all.
-CI_GROUPS = 4
+CI_GROUPS = 7
 
 
 def _commit() -> str:

@@ -62,6 +62,8 @@ def render(data: dict[str, Any]) -> str:
         durable = [c for c in cells.values() if c["side"] == "durable"]
         upstream = [c for c in cells.values() if c["side"] == "upstream"]
         kept = sum(1 for c in durable if c.get("durable_ok"))
+        measured = [c for c in durable if not c.get("error")]
+        unmeasured = len(cells) - sum(1 for c in cells.values() if not c.get("error"))
         up_dups = sum(max(0, c["jobs"] - 1) for c in upstream if not c.get("error"))
         up_orphans = sum(c["untracked"] for c in upstream if not c.get("error"))
         up_cells_dup = sum(1 for c in upstream if not c.get("error") and c["jobs"] > 1)
@@ -72,11 +74,17 @@ def render(data: dict[str, Any]) -> str:
             "**In short.** Each row is one real DAG run on a real deployment (api-server, scheduler,",
             "dag-processor, triggerers, Celery workers) against the system's offline emulator, with one",
             "Airflow process killed at the moment named. The durable operator and the provider's own ran",
-            f"side by side in the same deployment. **Durable kept its promise in {kept} of {len(durable)}",
-            "runs** (one job on the service, the task `success` with the provider's XComs, nothing left",
+            f"side by side in the same deployment. **Durable kept its promise in {kept} of the "
+            f"{len(measured)} measured runs** ({len(durable)} in the matrix;",
+            "one job on the service, the task `success` with the provider's XComs, nothing left",
             f"running untracked). The provider's operators started **{up_dups} duplicate job"
-            f"{'s' if up_dups != 1 else ''}** in {up_cells_dup} of {len(upstream)} runs and left "
+            f"{'s' if up_dups != 1 else ''}** in {up_cells_dup} of their "
+            f"{sum(1 for c in upstream if not c.get('error'))} measured runs and left "
             f"**{up_orphans}** running that no task tracked.",
+            "",
+            f"{unmeasured} of the {len(cells)} runs are *not measured*: the harness could not drive them to",
+            "the moment of the fault or to their end within its budget (the reason is in the cell); they say",
+            "nothing for or against either operator and are rerun by `make reliability`.",
             "",
             "A *job* is what the service started for that DAG run (a Databricks run, a Snowflake",
             "statement, a BigQuery job...); *untracked* counts jobs still running, besides the one the",

@@ -85,21 +85,22 @@ def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> No
             }
         )
         if r.side == "upstream":
-            if r.error:
-                problems.append(f"{r.dag_id} (upstream, measured only) could not be driven: {r.error}")
-            continue
+            continue  # measured, not judged (a harness error shows as "not measured" in the report)
         before = committed_cell(CONFIG_KEY, r.dag_id)
-        if not r.durable_ok:
-            regressed = (
-                " — a regression: the committed result kept the promise"
-                if before and before.get("durable_ok")
-                else ""
-            )
+        if not r.durable_ok and (before is None or before.get("durable_ok")):
+            # A regression against the committed results (or a new cell that does not keep the promise).
+            # A cell committed as not measured/broken is reported, and fails once it was committed ok.
+            why = " — a regression: the committed result kept the promise" if before else ""
             problems.append(
                 f"{r.dag_id}: jobs={r.jobs} final={r.final_state} untracked={r.untracked} tries={r.tries} "
-                f"error={r.error!r}{regressed}\n{tier.task_logs(r.dag_id)[-4000:]}"
+                f"error={r.error!r}{why}\n{tier.task_logs(r.dag_id)[-4000:]}"
             )
-        elif before and before.get("xcom_keys") and set(before["xcom_keys"]) - set(r.xcom_keys):
+        elif (
+            r.durable_ok
+            and before
+            and before.get("xcom_keys")
+            and set(before["xcom_keys"]) - set(r.xcom_keys)
+        ):
             problems.append(f"{r.dag_id}: lost XComs {set(before['xcom_keys']) - set(r.xcom_keys)}")
     # Same operator, same results: a durable cell pushes the XComs its upstream twin pushes.
     for r in results:
