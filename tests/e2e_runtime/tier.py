@@ -33,6 +33,8 @@ MATRIX_DAGS = Path(__file__).resolve().parent / "matrix_dags"
 HOLD_SECONDS = 90.0
 #: A cell's budget from trigger to the end of its DAG run.
 CELL_BUDGET = 420.0
+#: How long a DAG run may take to end once its jobs finished.
+END_BUDGET = 90.0
 #: Faster detection of dead workers, schedulers and triggerers than the defaults (minutes).
 SETTINGS = {
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",  # generous: a loaded 2-core CI
@@ -86,6 +88,7 @@ class _Run:
     baseline_jobs: int = 0
     baseline_reads: int = 0
     running_at_finish: int = 0
+    finished_at: float = 0.0
     result: CellResult | None = None
 
 
@@ -313,7 +316,7 @@ class Tier:
             dag_state = self.dep.dag_run_state(run.cell.dag_id, run.run_id)
             if dag_state in ("success", "failed"):
                 self._collect(run)
-            elif time.monotonic() - run.started > CELL_BUDGET + 120:
+            elif time.monotonic() - run.finished_at > END_BUDGET:
                 self._collect(run, error="the DAG run did not end after its jobs finished")
         return None
 
@@ -330,6 +333,7 @@ class Tier:
     def _finish(self, run: _Run, state: dict[str, Any], error: str = "") -> None:
         run.running_at_finish = sum(1 for j in state["jobs"] if j["running"])
         run.emulator.call("finish", dag_id=run.cell.dag_id)
+        run.finished_at = time.monotonic()
         run.stage = "end"
         if error:
             self._collect(run, error=error)
