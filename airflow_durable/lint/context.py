@@ -67,10 +67,20 @@ class FileContext:
         module = cst.parse_module(source)  # raises cst.ParserSyntaxError; the engine reports it
         self.wrapper = MetadataWrapper(module)
         self.module = self.wrapper.module
-        self._qnames = self.wrapper.resolve(QualifiedNameProvider)
-        self._positions = self.wrapper.resolve(PositionProvider)
-        self._parents = self.wrapper.resolve(ParentNodeProvider)
-        self.scopes = self.wrapper.resolve(ScopeProvider)
+        # One batched resolution instead of four passes over the tree.
+        resolved = self.wrapper.resolve_many(
+            [QualifiedNameProvider, PositionProvider, ParentNodeProvider, ScopeProvider]
+        )
+        self._qnames = resolved[QualifiedNameProvider]
+        self._positions = resolved[PositionProvider]
+        self._parents = resolved[ParentNodeProvider]
+        self.scopes = resolved[ScopeProvider]
+        # libcst computes ``node.children`` with a visitor on every access; walking the tree through it
+        # dominated the run time. The parent map already holds every edge, in source order.
+        self._children: dict[cst.CSTNode, list[cst.CSTNode]] = {}
+        for child, parent in self._parents.items():
+            self._children.setdefault(parent, []).append(child)
+        self.constants = self._module_constants()
         self.functions: dict[cst.FunctionDef, FunctionInfo] = {}
         self._index_functions()
 
@@ -123,12 +133,20 @@ class FileContext:
         return Finding(self.path, line, col, code, message, RULES[code].severity)
 
     # -- walking -------------------------------------------------------------------------------
+    def children(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        kids = self._children.get(node)
+        if kids is not None:
+            return kids
+        if node in self._parents or node is self.module:
+            return []  # a leaf of the parsed tree
+        return list(node.children)  # a node built by a rule, not part of the parsed tree
+
     def walk(self, root: cst.CSTNode | None = None) -> Iterator[cst.CSTNode]:
         stack: list[cst.CSTNode] = [root or self.module]
         while stack:
             node = stack.pop()
             yield node
-            stack.extend(reversed(node.children))
+            stack.extend(reversed(self.children(node)))
 
     def calls(self, root: cst.CSTNode | None = None) -> Iterator[cst.Call]:
         for node in self.walk(root):
@@ -141,7 +159,7 @@ class FileContext:
         while stack:
             node = stack.pop()
             yield node
-            for child in reversed(node.children):
+            for child in reversed(self.children(node)):
                 if not isinstance(child, (cst.FunctionDef, cst.ClassDef)):
                     stack.append(child)
 
@@ -168,12 +186,52 @@ class FileContext:
             self.functions[node] = FunctionInfo(node, is_task, deco_q, cls)
 
     def _python_callable_names(self) -> set[str]:
+        """Module functions that run as a task body without ``@task``.
+
+        ``python_callable=fn`` (also ``functools.partial(fn, ...)``), ``task(fn)`` and ``task.sensor(fn)``.
+        """
         names: set[str] = set()
         for call in self.calls():
-            for arg in call.args:
-                if arg.keyword and arg.keyword.value == "python_callable" and isinstance(arg.value, cst.Name):
-                    names.add(arg.value.value)
+            for a in call.args:
+                if a.keyword and a.keyword.value == "python_callable":
+                    name = callable_name(a.value)
+                    if name:
+                        names.add(name)
+            if call.args and self._is_task_decorator(call.func):
+                name = callable_name(call.args[0].value)
+                if name:
+                    names.add(name)
         return names
+
+    def _is_task_decorator(self, func: cst.BaseExpression) -> bool:
+        return any(q == p or q.startswith(p + ".") for q in self.qnames(func) for p in TASK_DECORATORS)
+
+    def _module_constants(self) -> dict[str, cst.BaseExpression]:
+        """Names bound exactly once at module level (``SUBMIT_TASK_ID = "submit"``): their values."""
+        seen: dict[str, list[cst.BaseExpression]] = {}
+        for stmt in self.module.body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                    target = small.targets[0].target
+                    if isinstance(target, cst.Name):
+                        seen.setdefault(target.value, []).append(small.value)
+                elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    if isinstance(small.target, cst.Name):
+                        seen.setdefault(small.target.value, []).append(small.value)
+        return {name: values[0] for name, values in seen.items() if len(values) == 1}
+
+    def constant(self, expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
+        """A module constant's value for a bare name, else the expression itself."""
+        depth = 0
+        while isinstance(expr, cst.Name) and expr.value in self.constants and depth < 5:
+            expr = self.constants[expr.value]
+            depth += 1
+        return expr
+
+    def constant_string(self, expr: cst.BaseExpression | None) -> str | None:
+        return string_value(self.constant(expr))
 
     def is_taskflow(self, fn: cst.FunctionDef) -> bool:
         info = self.functions[fn]
@@ -210,6 +268,15 @@ def arg(call: cst.Call, position: int | None, keyword: str | None) -> cst.BaseEx
             return a.value
     if position is not None and position < len(positional):
         return positional[position].value
+    return None
+
+
+def callable_name(expr: cst.BaseExpression) -> str | None:
+    """The function a ``python_callable`` value names: ``fn`` or ``functools.partial(fn, ...)``."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Call) and callee_name(expr) == "partial" and expr.args:
+        return callable_name(expr.args[0].value)
     return None
 
 
