@@ -296,6 +296,24 @@ def is_none(node: cst.BaseExpression | None) -> bool:
     return m.matches(node, m.Name("None")) if node is not None else False
 
 
+def replaces_execute(ctx: FileContext, cls: cst.ClassDef) -> bool:
+    """The class defines ``execute`` and never calls ``super().execute``: its bases' execute never runs."""
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    execute = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "execute"), None)
+    if execute is None:
+        return False
+    for n in ctx.walk(execute):
+        if (
+            isinstance(n, cst.Call)
+            and isinstance(n.func, cst.Attribute)
+            and n.func.attr.value == "execute"
+            and isinstance(n.func.value, cst.Call)
+            and callee_name(n.func.value) == "super"
+        ):
+            return False
+    return True
+
+
 def names_in(node: cst.CSTNode) -> set[str]:
     found: set[str] = set()
     stack = [node]

@@ -106,8 +106,7 @@ def _reschedule(split: Split) -> str:
     if sensor.class_name is not None and not sensor.display_class.endswith("Sensor"):
         # A PythonOperator that loops cannot reschedule: it has to become a sensor first.
         return (
-            f"turn '{sensor.task_id}' into a sensor (a PythonSensor or @task.sensor) with "
-            'mode="reschedule"'
+            f"turn '{sensor.task_id}' into a sensor (a PythonSensor or @task.sensor) with mode=\"reschedule\""
         )
     return f"give '{sensor.task_id}' mode=\"reschedule\""
 
@@ -459,9 +458,7 @@ def find_splits(ctx: FileContext) -> list[Split]:
         if not sensors:
             continue
         offenders = _downstream_offenders(submit, sensors, edges, by_key)
-        splits.append(
-            Split(submit, sensors[0], how, _drop_in(submit), offenders, sensors[1:], setting_node)
-        )
+        splits.append(Split(submit, sensors[0], how, _drop_in(submit), offenders, sensors[1:], setting_node))
     return splits
 
 

@@ -45,7 +45,7 @@ def check(ctx: FileContext) -> Iterator[Finding]:
         writes = list(flow.variable_calls({"set", "delete"}))
         reads = list(flow.variable_calls({"get"}))
 
-        def ident(call: cst.Call) -> str | None:
+        def ident(call: cst.Call, flow: FunctionFlow = flow) -> str | None:
             key = arg(call, 0, "key")
             if key is None:
                 return None
@@ -71,7 +71,9 @@ def check(ctx: FileContext) -> Iterator[Finding]:
             text = string_parts(flow.resolve(key)) if key is not None else None
             if name in per_run or _method(call) == "delete":
                 why = _per_run_why(ctx, flow, key, name, deleted)
-                yield ctx.finding("ADR001", call, ADR001.format(method=_method(call), key=label, task=task, why=why))
+                yield ctx.finding(
+                    "ADR001", call, ADR001.format(method=_method(call), key=label, task=task, why=why)
+                )
             elif name in read:
                 why = "it reads this key, then writes a new value for the next run"
                 yield ctx.finding("ADR002", call, ADR002.format(key=label, task=task, why=why))
@@ -80,7 +82,9 @@ def check(ctx: FileContext) -> Iterator[Finding]:
                 yield ctx.finding("ADR002", call, ADR002.format(key=label, task=task, why=why))
             else:
                 why = "a value written for another task or a later try to read"
-                yield ctx.finding("ADR001", call, ADR001.format(method=_method(call), key=label, task=task, why=why))
+                yield ctx.finding(
+                    "ADR001", call, ADR001.format(method=_method(call), key=label, task=task, why=why)
+                )
         for call in reads:
             key, name = arg(call, 0, "key"), ident(call)
             if key is None or name not in per_run:
