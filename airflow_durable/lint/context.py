@@ -7,13 +7,14 @@ and ``import airflow.sdk as sdk; sdk.Variable`` are both ``airflow.sdk.Variable`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
 import libcst.matchers as m
 from libcst._metadata_dependent import LazyValue
 from libcst.metadata import (
+    CodeRange,
     MetadataWrapper,
     ParentNodeProvider,
     PositionProvider,
@@ -65,14 +66,14 @@ class FileContext:
         self.path = path
         self.source = source
         module = cst.parse_module(source)  # raises cst.ParserSyntaxError; the engine reports it
-        self.wrapper = MetadataWrapper(module)
+        # The module was just parsed and nothing else holds it: no defensive deep copy.
+        self.wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         self.module = self.wrapper.module
-        # One batched resolution instead of four passes over the tree.
-        resolved = self.wrapper.resolve_many(
-            [QualifiedNameProvider, PositionProvider, ParentNodeProvider, ScopeProvider]
-        )
+        # One batched resolution instead of three passes over the tree; positions (a code-generation
+        # pass) only when a finding or a message needs one.
+        resolved = self.wrapper.resolve_many([QualifiedNameProvider, ParentNodeProvider, ScopeProvider])
         self._qnames = resolved[QualifiedNameProvider]
-        self._positions = resolved[PositionProvider]
+        self._position_map: Mapping[cst.CSTNode, CodeRange] | None = None
         self._parents = resolved[ParentNodeProvider]
         self.scopes = resolved[ScopeProvider]
         # libcst computes ``node.children`` with a visitor on every access; walking the tree through it
@@ -100,7 +101,9 @@ class FileContext:
 
     # -- positions and parents -----------------------------------------------------------------
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
-        pos = self._positions[node].start
+        if self._position_map is None:
+            self._position_map = self.wrapper.resolve(PositionProvider)
+        pos = self._position_map[node].start
         return pos.line, pos.column + 1
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:

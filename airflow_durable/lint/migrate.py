@@ -353,6 +353,14 @@ def split_suggestion(ctx: FileContext, split: Split) -> str:
         f"    {split.submit.key} = {code}",
         f"    # remove '{split.sensor.task_id}' and make its downstream tasks depend on "
         f"'{split.submit.task_id}'.",
+        *(
+            [
+                f"    # and delete line {ctx.position(split.setting_node)[0]}: "
+                f"{ctx.code(split.setting_node).strip()}"
+            ]
+            if split.setting_node is not None
+            else []
+        ),
         "    # With a Triggerer: deferrable=True (above). No Triggerer and the job may hold a worker: "
         "deferrable=False.",
         f"    # No Triggerer, a long job and scarce worker slots: keep the split and give "

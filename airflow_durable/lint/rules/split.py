@@ -94,11 +94,16 @@ def _decision(split: Split) -> str:
         else "one durable synchronous task"
     )
     return (
-        f"Decide by your deployment: with a Triggerer, replace both tasks with one {target}, which frees the "
-        f"worker while it waits; without a Triggerer and a job that may hold a worker slot, use one {sync}; "
+        f"Decide by your deployment: with a Triggerer, replace {_these(split)} with one {target}, which "
+        "frees the worker while it waits; without a Triggerer and a job that may hold a worker slot, "
+        f"use one {sync}; "
         f"without a Triggerer, a long job and scarce worker slots, keep the split but {_reschedule(split)} "
         "and make everything downstream depend on the sensor."
     )
+
+
+def _these(split: Split) -> str:
+    return "both tasks" if not split.other_sensors else f"all {2 + len(split.other_sensors)} tasks"
 
 
 def _reschedule(split: Split) -> str:
@@ -115,7 +120,8 @@ def adr005_message(split: Split) -> str:
     others = ""
     if split.other_sensors:
         names = ", ".join(f"'{s.task_id}'" for s in split.other_sensors)
-        others = f" (so do {names})"
+        verb = "does" if len(split.other_sensors) == 1 else "do"
+        others = f" (so {verb} {names})"
     return (
         f"Task '{split.submit.task_id}' submits the job without waiting ({split.how}) and "
         f"'{split.sensor.task_id}' (line {{sensor_line}}) waits on the same job{others}: a green "
@@ -177,8 +183,7 @@ class _Tasks:
                 return target.value
         if isinstance(parent, cst.AnnAssign) and isinstance(parent.target, cst.Name):
             return parent.target.value
-        line, col = self.ctx.position(call)
-        return f"<task at {line}:{col}>"
+        return f"<task {id(call)}>"  # an inline call: only edges refer to it
 
     def _scope(self, node: cst.CSTNode) -> cst.CSTNode:
         return self.ctx.enclosing_function(node) or self.ctx.module

@@ -1,7 +1,7 @@
 """Branches around a submit that are about configuration, not about a stored id."""
 
-from airflow.providers.databricks.hooks.databricks import DatabricksHook
 from airflow.sdk import Variable, dag, task
+from airflow.providers.databricks.hooks.databricks import DatabricksHook
 
 
 @dag(schedule=None)

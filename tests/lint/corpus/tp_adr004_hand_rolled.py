@@ -1,7 +1,7 @@
 """Hand-rolled 'reconnect if we have an id, else submit', three ways."""
 
-from airflow.providers.databricks.hooks.databricks import DatabricksHook
 from airflow.sdk import Variable, dag, task
+from airflow.providers.databricks.hooks.databricks import DatabricksHook
 
 
 @dag(schedule=None)

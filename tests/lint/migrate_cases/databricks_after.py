@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import pendulum
-from airflow.providers.databricks.operators.databricks import DatabricksCreateJobsOperator
-from airflow.sdk import DAG
 
 # Both run operators come from the provider.
 from airflow_durable.operators.databricks import (  # provider operators
     DurableDatabricksRunNowOperator,
-    DurableDatabricksSubmitRunOperator,
-)
-from airflow_durable.operators.databricks import (
     DurableDatabricksSubmitRunOperator as SubmitRun,  # keep the alias
 )
+from airflow.providers.databricks.operators import databricks as dbx
+from airflow.providers.databricks.operators.databricks import DatabricksCreateJobsOperator
+from airflow_durable.operators.databricks import DurableDatabricksSubmitRunOperator
+from airflow.sdk import DAG
 
 with DAG(
     dag_id="migrate_databricks",

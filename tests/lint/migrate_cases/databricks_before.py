@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import pendulum
-from airflow.providers.databricks.operators import databricks as dbx
 
 # Both run operators come from the provider.
 from airflow.providers.databricks.operators.databricks import (  # provider operators
-    DatabricksCreateJobsOperator,
     DatabricksRunNowOperator,
-    DatabricksSubmitRunOperator,
-)
-from airflow.providers.databricks.operators.databricks import (
     DatabricksSubmitRunOperator as SubmitRun,  # keep the alias
 )
+from airflow.providers.databricks.operators import databricks as dbx
+from airflow.providers.databricks.operators.databricks import DatabricksCreateJobsOperator, DatabricksSubmitRunOperator
 from airflow.sdk import DAG
 
 with DAG(

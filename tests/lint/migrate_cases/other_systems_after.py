@@ -1,21 +1,21 @@
 """One DAG per remaining system. Their durable modules land later, so this golden is only parsed and
 its imports checked (see test_migrate.py); the Databricks case is imported for real."""
 
+import airflow.providers.amazon.aws.operators.batch
+from airflow_durable.operators.batch import DurableBatchOperator
 from airflow.providers.amazon.aws.operators.emr import (
     EmrCreateJobFlowOperator,  # no durable drop-in: stays
 )
-from airflow.sdk import DAG
-
-from airflow_durable.operators.batch import DurableBatchOperator
-from airflow_durable.operators.bigquery import DurableBigQueryInsertJobOperator
-from airflow_durable.operators.dbt_cloud import DurableDbtCloudRunJobOperator
 from airflow_durable.operators.emr import (
     DurableEmrAddStepsOperator,
     DurableEmrContainerOperator,
     DurableEmrServerlessStartJobOperator,
 )
 from airflow_durable.operators.redshift import DurableRedshiftDataOperator as Redshift
+from airflow_durable.operators.dbt_cloud import DurableDbtCloudRunJobOperator
+from airflow_durable.operators.bigquery import DurableBigQueryInsertJobOperator
 from airflow_durable.operators.snowflake import DurableSnowflakeSqlApiOperator
+from airflow.sdk import DAG
 
 with DAG("migrate_other_systems", schedule=None):
     snowflake = DurableSnowflakeSqlApiOperator(task_id="snowflake", sql="call refresh()", statement_count=1)

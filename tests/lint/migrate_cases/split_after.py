@@ -2,9 +2,8 @@
 
 import pendulum
 from airflow.providers.databricks.hooks.databricks import DatabricksHook
-from airflow.sdk import DAG, PokeReturnValue, task
-
 from airflow_durable.operators.databricks import DurableDatabricksSubmitRunOperator
+from airflow.sdk import DAG, PokeReturnValue, task
 
 with DAG("migrate_split", schedule=None, start_date=pendulum.datetime(2025, 1, 1, tz="UTC")):
     submit = DurableDatabricksSubmitRunOperator(
