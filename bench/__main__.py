@@ -39,7 +39,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--parse-tasks", type=int, default=None, help="tasks per parsed DAG file (default 200)")
     p.add_argument("--triggerer-sizes", default="1,100,300", help="deferred tasks on one real triggerer")
     p.add_argument("--storm", type=int, default=100, help="tasks in the reconnect storm")
-    p.add_argument("--report-only", metavar="JSON", help="rewrite the report from JSON, run nothing")
+    p.add_argument(
+        "--report-only", metavar="JSON", nargs="+", help="rewrite the report from JSON, run nothing"
+    )
     p.add_argument("--md", default=str(ROOT / "docs" / "benchmarks.md"))
     p.add_argument("--json", default=str(ROOT / "docs" / "benchmarks.json"))
     p.add_argument("--charts", default=str(ROOT / "docs" / "img" / "benchmarks"))
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_only:
         from bench import report
 
-        document = json.loads(Path(args.report_only).read_text())
+        document = _merge([json.loads(Path(p).read_text()) for p in args.report_only])
         report.write(document, Path(args.md), Path(args.charts), json_name=Path(args.json).name)
         return 0
     quick = args.quick or args.tiny
@@ -107,6 +109,21 @@ def main(argv: list[str] | None = None) -> int:
     report.write(document, Path(args.md), Path(args.charts), json_name=Path(args.json).name)
     print(f">> bench: wrote {args.md} and {args.json} in {meta['duration_s']:.0f} s", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    """One document from runs of different sections (the first one's machine description)."""
+    merged = dict(documents[0])
+    merged["records"] = [r for d in documents for r in d["records"]]
+    ran = {r["section"] for r in merged["records"]}
+    merged["failures"] = [f for d in documents for f in d["failures"] if f.split(":", 1)[0] not in ran]
+    merged["settings"] = dict(documents[0]["settings"])
+    merged["settings"]["sections"] = [s for d in documents for s in d["settings"]["sections"] if s in ran]
+    merged["settings"]["command"] = " + ".join(d["settings"]["command"].strip() for d in documents)
+    merged["meta"] = dict(documents[0]["meta"])
+    merged["meta"]["duration_s"] = max(d["meta"].get("duration_s", 0) for d in documents)
+    merged["meta"]["load_after"] = documents[-1]["meta"].get("load_after")
+    return merged
 
 
 def _env(home: str) -> dict[str, str]:
