@@ -97,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
                 failures.append(f"{section}: {type(err).__name__}: {err}")
                 print(f"bench: section {section} could not run: {err}", file=sys.stderr)
             print(f">> bench: section {section} took {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+            # Keep what is done so far: a run stopped later still leaves these sections' results.
+            partial = {"meta": meta, "settings": settings, "failures": failures, "records": records}
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(partial, indent=1, default=str) + "\n")
     finally:
         shutil.rmtree(home, ignore_errors=True)
     meta["load_after"] = machine.load()
