@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench import report
 
         document = _merge([json.loads(Path(p).read_text()) for p in args.report_only])
+        Path(args.json).write_text(json.dumps(document, indent=1, default=str) + "\n")
         report.write(document, Path(args.md), Path(args.charts), json_name=Path(args.json).name)
         return 0
     quick = args.quick or args.tiny
@@ -122,7 +123,8 @@ def _merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
     ran = {r["section"] for r in merged["records"]}
     merged["failures"] = [f for d in documents for f in d["failures"] if f.split(":", 1)[0] not in ran]
     merged["settings"] = dict(documents[0]["settings"])
-    merged["settings"]["sections"] = [s for d in documents for s in d["settings"]["sections"] if s in ran]
+    sections = [s for d in documents for s in d["settings"]["sections"] if s in ran]
+    merged["settings"]["sections"] = list(dict.fromkeys(sections))
     merged["settings"]["command"] = " + ".join(d["settings"]["command"].strip() for d in documents)
     merged["meta"] = dict(documents[0]["meta"])
     merged["meta"]["duration_s"] = max(d["meta"].get("duration_s", 0) for d in documents)
