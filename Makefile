@@ -172,3 +172,15 @@ lock-upgrade: | $(UV)
 
 clean:
 	rm -rf .venv .venv-* .airflow-home-* .pytest_cache
+
+# --- benchmarks -------------------------------------------------------------------------------
+# Durable vs upstream operators side by side (docs/benchmarks.md, docs/benchmarks.json, charts in
+# docs/img/benchmarks/). Exits non-zero only when a section cannot run. BENCH_ARGS=--samples 3 etc.
+BENCH_ARGS ?=
+.PHONY: bench bench-quick
+bench: $(call venv_of,$(MAIN))/.synced
+	$(call venv_of,$(MAIN))/bin/python -m bench $(BENCH_ARGS)
+
+# A minute-long subset (one operator, no dag.test(), no real triggerer); same outputs.
+bench-quick: $(call venv_of,$(MAIN))/.synced
+	$(call venv_of,$(MAIN))/bin/python -m bench --quick $(BENCH_ARGS)
