@@ -122,17 +122,23 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
     def durable_cancel(self, external_id: str) -> None:
         self.hook.client.terminate_job(jobId=external_id, reason="Task killed by the user")
 
+    def _adopted(self, external_id: str) -> bool:
+        """Whether this try submitted a job but converged on an earlier try's: its links name ours."""
+        return self.job_id is not None and str(self.job_id) != str(external_id)
+
     def durable_poll(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
+        adopted = self._adopted(external_id)
         self.job_id = external_id
-        if reconnect:
+        if reconnect or adopted:
             self._persist_job_details_link(context)
         if self.wait_for_completion:
             # Links, the wait (hook polling or custom waiters, CloudWatch logs), check_job_success.
             self.monitor_job(context)
 
     def durable_defer(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
+        adopted = self._adopted(external_id)
         self.job_id = external_id
-        if reconnect:
+        if reconnect or adopted:
             self._persist_job_details_link(context)
         # The provider's deferrable branch of execute(), after its submit_job.
         job = self._persist_links(context)

@@ -241,8 +241,10 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         self.hook.cancel_job_run(run_id=external_id, account_id=self.account_id)
 
     def durable_poll(self, external_id: int, context: Mapping[str, Any], reconnect: bool) -> None:
+        # A try that triggered a run, then converged on an earlier try's, pushed its own run's XComs.
+        adopted = self.run_id is not None and self.run_id != external_id
         self.run_id = external_id
-        if reconnect:
+        if reconnect or adopted:
             self._push_run_xcoms(context, external_id, self._href(external_id))
         if not self.wait_for_termination:
             return
@@ -260,8 +262,10 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
             raise provider.DbtCloudJobRunException(f"Job run {external_id} has failed or has been cancelled.")
 
     def durable_defer(self, external_id: int, context: Mapping[str, Any], reconnect: bool) -> None:
+        # A try that triggered a run, then converged on an earlier try's, pushed its own run's XComs.
+        adopted = self.run_id is not None and self.run_id != external_id
         self.run_id = external_id
-        if reconnect:
+        if reconnect or adopted:
             self._push_run_xcoms(context, external_id, self._href(external_id))
         if not self.wait_for_termination:
             if self.deferrable is True:
