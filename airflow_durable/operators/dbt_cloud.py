@@ -7,7 +7,9 @@ How dbt Cloud submits, reports, classifies, defers and returns — the durable l
   ``trigger_reason`` (truncated if needed, never the token) plus `` [afd-…-g<n>]``, at most 255
   characters. When a try died inside the submit→persist window, the retry lists the job's newest runs
   (``get_job_runs`` with ``include_related=["trigger"]``) and adopts only a run whose cause carries
-  exactly this token; no run of anyone else is ever adopted.
+  exactly this token; no run of anyone else is ever adopted. Every try also looks the token up right
+  after triggering, so two tries that triggered at the same instant both adopt the earliest run and
+  cancel the other (:meth:`DurableDbtCloudRunJobOperator.durable_find_all`).
 * Status is the run's ``status`` from ``GET runs/{id}/`` (QUEUED, STARTING, RUNNING, SUCCESS, ERROR,
   CANCELLED); a 404 means the run is gone.
 * Waiting reuses the provider hook's ``wait_for_job_run_status`` (``deferrable=False``) or defers to the

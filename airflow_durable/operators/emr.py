@@ -7,8 +7,10 @@ provider's; only the idempotency carrier is ours.
 
 * **EMR steps** (``AddJobFlowSteps`` takes no token): the token goes into every step's ``Name``
   (``"<your name> [afd-…-g1 step 1/2]"``) and a retry that finds the submit interrupted lists the
-  cluster's steps (``ListSteps``) before adding any. The external id is the list of step ids; any
-  failed step makes the job failed, otherwise any active step makes it active.
+  cluster's steps (``ListSteps``) before adding any; every try also lists them right after adding, so
+  two tries that added at the same instant both adopt the earliest set and cancel the other. The
+  external id is the list of step ids; any failed step makes the job failed, otherwise any active step
+  makes it active.
 * **EMR Serverless**: ``clientToken`` is the token (a token you set — ``client_request_token=`` or
   ``config["clientToken"]`` — wins). Also fixes what is broken upstream: ``QUEUED`` counts as active,
   a trigger failure event raises a clear error instead of ``KeyError``, and a wait that runs out of
