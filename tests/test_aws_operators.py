@@ -140,14 +140,43 @@ def test_session_id_xcom_is_pushed_again_by_a_reconnecting_retry(redshift_data_e
 
 # --------------------------------------------------------------------------- Batch
 @pytest.mark.skipif(not DURABLE, reason="the lookup exists only on a durable runtime")
-def test_lookup_matches_the_token_not_the_job_name(batch_emulator):
+def test_lookup_matches_the_token_not_the_job_name_and_lists_the_earliest_job_first(batch_emulator):
     operator = _batch(batch_emulator)
+    first = batch_emulator.submit("nightly-etl", tags={"airflow-durable-token": TOKEN.text})
     other = batch_emulator.submit("nightly-etl", tags={"airflow-durable-token": "afd-someone-else-g1"})
     untagged = batch_emulator.submit("nightly-etl")
-    ours = batch_emulator.submit("nightly-etl", tags={"airflow-durable-token": TOKEN.text})
-    assert operator.durable_find(TOKEN, {}) == ours
-    assert operator.durable_find(DurableToken("afd-nobody-g1", 1), {}) is None
+    second = batch_emulator.submit("nightly-etl", tags={"airflow-durable-token": TOKEN.text})
+    assert operator.durable_find_all(TOKEN, {}) == [first, second]
+    assert operator.durable_find_all(DurableToken("afd-nobody-g1", 1), {}) == []
     assert {other, untagged} <= set(batch_emulator.jobs)
+    # Same createdAt (Batch reports milliseconds): the job id decides, the same way for every try.
+    backend = batch_emulator._backend()
+    backend._jobs[second].job_created_at = backend._jobs[first].job_created_at
+    assert operator.durable_find_all(TOKEN, {}) == sorted([first, second])
+
+
+@pytest.mark.skipif(not DURABLE, reason="the intent record exists only on a durable runtime")
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_submit_job_answer_without_a_job_id_fails_at_once_and_the_retry_finds_the_job(
+    batch_emulator, deferrable
+):
+    """Upstream raises "job_id was not found" before waiting; ours too, instead of storing and polling ""."""
+    batch_emulator.faults.add(
+        path_contains="/batch/SubmitJob",
+        status=200,
+        body={"jobName": "nightly-etl", "jobArn": "arn:aws:batch:us-east-1:123456789012:job/x", "jobId": ""},
+        after=True,  # the job was created; only the answer lacks its id
+    )
+    runner = TaskRunner(lambda: _batch(batch_emulator, deferrable=deferrable))
+    first = runner.run_try()
+    assert first.state == "failed" and isinstance(first.error, ValueError)
+    assert "AWS Batch job - job_id was not found" in str(first.error)
+    assert runner.store.data["airflow_durable.batch"]["state"] == "submitting"  # no id stored
+    assert batch_emulator.server.requests_to("/batch/DescribeJobs") == []  # nothing polled
+    second = runner.run_try()  # the retry finds the job by its token tag and submits nothing
+    assert second.state == "success", second.error
+    (job,) = batch_emulator.ledger.submissions()
+    assert second.result == job.external_id
 
 
 @pytest.mark.parametrize("deferrable", PATHS)

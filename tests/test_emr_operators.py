@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from airflow.exceptions import AirflowException
 
-from airflow_durable.engine import JobPhase
+from airflow_durable.engine import DurableToken, JobPhase
 from tests.conformance.systems import SYSTEMS
 from tests.harness import DURABLE, TaskRunner, record_state
 
@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 CASES = {case.id: case for case in SYSTEMS}
+TOKEN = DurableToken("afd-0123456789abcdef0123456789abcdef01234567-g1", 1)
 STEPS = [
     {
         "Name": "extract",
@@ -77,6 +78,39 @@ def test_steps_any_failed_step_is_failed_else_any_active_step_is_active(emr_emul
     assert operator.durable_phase("COMPLETED,HIBERNATING") is None
 
 
+def test_steps_lookup_returns_each_add_steps_call_as_one_set_earliest_first(emr_emulator):
+    """Two tries that each added the same two marked steps: two sets, in the order they were added."""
+    operator = CASES["emr_add_steps"].make(emr_emulator, False, steps=STEPS)
+    client = emr_emulator.client()
+
+    def add(token: DurableToken) -> list[str]:
+        return client.add_job_flow_steps(
+            JobFlowId=emr_emulator.cluster_id, Steps=operator._marked_steps(token)
+        )["StepIds"]
+
+    other_generation = DurableToken(TOKEN.text.removesuffix("-g1") + "-g12", 12)
+    first = add(TOKEN)
+    add(other_generation)  # another generation's steps (a "-g1" marker never matches "-g12")
+    client.add_job_flow_steps(JobFlowId=emr_emulator.cluster_id, Steps=STEPS)  # someone else's, unmarked
+    second = add(TOKEN)
+    assert operator.durable_find_all(TOKEN, {}) == [first, second]
+    assert operator.durable_find_all(DurableToken("afd-nobody-g1", 1), {}) == []
+    # The emulator lists newest first by strictly increasing creation times, as EMR does.
+    listed = client.list_steps(ClusterId=emr_emulator.cluster_id)["Steps"]
+    times = [step["Status"]["Timeline"]["CreationDateTime"] for step in listed]
+    assert times == sorted(times, reverse=True) and len(set(times)) == len(times)
+
+
+def test_steps_lookup_refuses_an_incomplete_set(emr_emulator):
+    operator = CASES["emr_add_steps"].make(emr_emulator, False, steps=STEPS)
+    marked = operator._marked_steps(TOKEN)
+    client = emr_emulator.client()
+    client.add_job_flow_steps(JobFlowId=emr_emulator.cluster_id, Steps=marked)
+    client.add_job_flow_steps(JobFlowId=emr_emulator.cluster_id, Steps=marked[1:])  # step 2/2 alone
+    with pytest.raises(AirflowException, match=r"found only steps \[2\] of 2"):
+        operator.durable_find_all(TOKEN, {})
+
+
 # --------------------------------------------------------------------------- EMR Serverless
 def test_serverless_queued_job_is_active_and_the_retry_reconnects(emr_serverless_emulator):
     emr_serverless_emulator.lifecycle = ["QUEUED"] * 3 + ["RUNNING", "SUCCESS"]
@@ -115,6 +149,33 @@ def test_serverless_sync_wait_running_out_cancels_only_when_degraded(emr_serverl
     assert len(emr_serverless_emulator.ledger.submissions()) == 1
 
 
+@pytest.mark.parametrize("durable", [True, False], ids=["durable", "degraded"])
+def test_serverless_leaves_the_generated_job_name_on_the_operator_as_upstream(
+    emr_serverless_emulator, durable
+):
+    from airflow.providers.amazon.aws.operators.emr import EmrServerlessStartJobOperator
+
+    emr_serverless_emulator.lifecycle = ["SUCCESS"]
+    upstream = TaskRunner(
+        lambda: EmrServerlessStartJobOperator(
+            task_id="job",
+            application_id=emr_serverless_emulator.application_id,
+            execution_role_arn="arn:aws:iam::123456789012:role/emr-job",
+            job_driver={"sparkSubmit": {"entryPoint": "s3://jobs/etl.py"}},
+            waiter_delay=0,
+        )
+    )
+    assert upstream.run_try().state == "success"
+    ours = make("emr_serverless_start_job", emr_serverless_emulator, durable=durable)
+    outcome = ours.run_try()
+    assert outcome.state == "success", outcome.error
+    upstream_run, our_run = emr_serverless_emulator.ledger.submissions()
+    assert upstream.last_operator.name == upstream_run.payload["name"]
+    assert ours.last_operator.name == our_run.payload["name"]
+    if durable:  # derived from the token, so a resubmission with the same clientToken is identical
+        assert our_run.payload["name"] == f"emr_serverless_job_airflow_{DurableToken(our_run.token, 1).uuid}"
+
+
 @pytest.mark.parametrize(
     "overrides, token",
     [
@@ -135,3 +196,23 @@ def test_container_a_token_you_set_wins_and_default_names_are_untouched(emr_cont
     assert outcome.state == "success", outcome.error
     (job,) = emr_containers_emulator.ledger.submissions()
     assert job.token == "my-token" and job.payload["name"] == "nightly-etl"
+
+
+def test_container_lookup_finds_only_runs_carrying_our_client_token(emr_containers_emulator):
+    operator = CASES["emr_container"].make(emr_containers_emulator, False)
+    client = emr_containers_emulator.client()
+
+    def start(client_token: str) -> str:
+        return client.start_job_run(
+            name="nightly-etl",
+            virtualClusterId=emr_containers_emulator.virtual_cluster_id,
+            executionRoleArn="arn:aws:iam::123456789012:role/emr-job",
+            releaseLabel="emr-7.1.0-latest",
+            jobDriver={"sparkSubmitJobDriver": {"entryPoint": "s3://jobs/etl.py"}},
+            clientToken=client_token,
+        )["id"]
+
+    start("someone-elses-token")
+    ours = start(TOKEN.text)
+    assert operator.durable_find_all(TOKEN, {}) == [ours]
+    assert operator.durable_find_all(DurableToken("afd-nobody-g1", 1), {}) == []

@@ -4,11 +4,12 @@ How Batch submits, reports, classifies, defers and returns — the durable logic
 :mod:`airflow_durable.engine`.
 
 * ``SubmitJob`` has no idempotency token, so the task instance's token travels in the job tag
-  ``airflow-durable-token``. When a previous try died between submitting and recording the job id,
-  the retry looks the job up before submitting again: ``ListJobs`` on the job queue filtered by the
-  job name (``JOB_NAME``, all statuses, newest first), then ``DescribeJobs`` for the tags
-  (:meth:`DurableBatchOperator.durable_find`). The upstream ``job_id=`` argument stays ignored, as
-  upstream ("submit_job overwrites it").
+  ``airflow-durable-token``. The jobs carrying it are found by ``ListJobs`` on the job queue filtered
+  by the job name (``JOB_NAME``, all statuses), then ``DescribeJobs`` for the tags and creation times
+  (:meth:`DurableBatchOperator.durable_find_all`): a retry after a crash between submitting and
+  recording the job id adopts the job instead of submitting again, and two tries that submitted at the
+  same instant both adopt the earliest job and terminate the other. The upstream ``job_id=`` argument
+  stays ignored, as upstream ("submit_job overwrites it").
 * Status is ``DescribeJobs``' ``status``; a job ``DescribeJobs`` no longer returns has expired.
 * Waiting reuses the provider's ``monitor_job`` (``deferrable=False``; custom ``waiters`` and
   ``awslogs_enabled`` as upstream) or defers to the provider's ``BatchJobTrigger`` (``deferrable=True``).
@@ -19,11 +20,9 @@ How Batch submits, reports, classifies, defers and returns — the durable logic
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.providers.amazon.aws.links.batch import BatchJobDetailsLink
 from airflow.providers.amazon.aws.operators import batch as provider
-from airflow.providers.amazon.aws.triggers.batch import BatchJobTrigger
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
 
@@ -63,36 +62,40 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
             self.submit_job(context)
         finally:
             self.tags = user_tags
+        if not self.job_id:
+            # Upstream fails here too (before deferring or polling); never track the string "None".
+            raise ValueError("AWS Batch job - job_id was not found")
         return str(self.job_id)
 
-    def durable_find(self, token: DurableToken, context: Mapping[str, Any]) -> str | None:
-        """The job a previous try submitted with ``token``, or ``None``.
+    #: SubmitJob has no idempotency key: after submitting, every try adopts the earliest tagged job.
+    durable_converge_after_submit: ClassVar[bool] = True
 
-        ``ListJobs`` takes one filter; with ``JOB_NAME`` it returns every status, newest first. Job
-        summaries carry no tags, so the candidates are described in batches of 100.
+    def durable_find_all(self, token: DurableToken, context: Mapping[str, Any]) -> list[str]:
+        """Every job submitted with ``token``, earliest created first (ties: by job id); ``[]`` if none.
+
+        ``ListJobs`` takes one filter; with ``JOB_NAME`` it returns every status. Job summaries carry no
+        tags, so the candidates are described in batches of 100 (``DescribeJobs``' limit).
         """
         client = self.hook.client
         kwargs: dict[str, Any] = {
             "jobQueue": self.job_queue,
             "filters": [{"name": "JOB_NAME", "values": [self.job_name]}],
         }
+        found: dict[str, int] = {}
         while True:
             page = client.list_jobs(**kwargs)
             ids = [summary["jobId"] for summary in page.get("jobSummaryList", [])]
             for start in range(0, len(ids), 100):
                 for job in client.describe_jobs(jobs=ids[start : start + 100]).get("jobs", []):
                     if (job.get("tags") or {}).get(TOKEN_TAG) == token.text:
-                        self.log.info(
-                            "task %s: found job %s submitted by an earlier try (tag %s=%s)",
-                            self.task_id,
-                            job["jobId"],
-                            TOKEN_TAG,
-                            token.text,
-                        )
-                        return str(job["jobId"])
+                        found[str(job["jobId"])] = int(job.get("createdAt") or 0)
             if not page.get("nextToken"):
-                return None
+                break
             kwargs["nextToken"] = page["nextToken"]
+        jobs = sorted(found, key=lambda job_id: (found[job_id], job_id))
+        if jobs:
+            self.log.info("task %s: jobs carrying token %s: %s", self.task_id, token.text, jobs)
+        return jobs
 
     def durable_parse_id(self, value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
@@ -119,17 +122,23 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
     def durable_cancel(self, external_id: str) -> None:
         self.hook.client.terminate_job(jobId=external_id, reason="Task killed by the user")
 
+    def _adopted(self, external_id: str) -> bool:
+        """Whether this try submitted a job but converged on an earlier try's: its links name ours."""
+        return self.job_id is not None and str(self.job_id) != str(external_id)
+
     def durable_poll(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
+        adopted = self._adopted(external_id)
         self.job_id = external_id
-        if reconnect:
+        if reconnect or adopted:
             self._persist_job_details_link(context)
         if self.wait_for_completion:
             # Links, the wait (hook polling or custom waiters, CloudWatch logs), check_job_success.
             self.monitor_job(context)
 
     def durable_defer(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
+        adopted = self._adopted(external_id)
         self.job_id = external_id
-        if reconnect:
+        if reconnect or adopted:
             self._persist_job_details_link(context)
         # The provider's deferrable branch of execute(), after its submit_job.
         job = self._persist_links(context)
@@ -144,7 +153,8 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
             raise provider.AirflowException(f"Unexpected status: {status}")
         self.defer(
             timeout=self.execution_timeout,
-            trigger=BatchJobTrigger(
+            # Through the provider module's name, so a test patching it there patches ours too.
+            trigger=provider.BatchJobTrigger(
                 job_id=self.job_id,
                 waiter_max_attempts=self.max_retries,
                 aws_conn_id=self.aws_conn_id,
@@ -173,7 +183,7 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
         return external_id
 
     def _persist_job_details_link(self, context: Mapping[str, Any]) -> None:
-        BatchJobDetailsLink.persist(
+        provider.BatchJobDetailsLink.persist(
             context=context,
             operator=self,
             region_name=self.hook.conn_region_name,

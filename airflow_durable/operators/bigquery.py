@@ -23,15 +23,17 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.google.cloud.hooks.bigquery import BigQueryHook
+# The hook, trigger and exceptions are reached through the provider operator module's names at call time,
+# as upstream does: a test that patches ``airflow.providers.google.cloud.operators.bigquery.BigQueryHook``
+# patches ours too.
 from airflow.providers.google.cloud.operators import bigquery as provider
-from airflow.providers.google.cloud.triggers.bigquery import BigQueryInsertJobTrigger
-from google.api_core.exceptions import Conflict
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from airflow.providers.google.cloud.hooks.bigquery import BigQueryHook
 
     from airflow_durable.engine import DurableToken
 
@@ -76,7 +78,7 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
 
     def _durable_hook(self) -> BigQueryHook:
         if self.hook is None:
-            self.hook = BigQueryHook(
+            self.hook = provider.BigQueryHook(
                 gcp_conn_id=self.gcp_conn_id, impersonation_chain=self.impersonation_chain
             )
         if self.project_id is None:
@@ -96,7 +98,7 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
             self.log.info("SQL query:\n%s", self.sql)
         try:
             job = self._submit_job(hook, self.job_id)
-        except Conflict:
+        except provider.Conflict:
             # The id is unique to this task instance and generation: only an earlier try of it (or the
             # client's own retry of a lost response) can have created the job. Adopt it, whatever its state.
             job = hook.get_job(project_id=self.project_id, location=self.location, job_id=self.job_id)
@@ -149,7 +151,7 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
         if job.running():
             self.defer(
                 timeout=self.execution_timeout,
-                trigger=BigQueryInsertJobTrigger(
+                trigger=provider.BigQueryInsertJobTrigger(
                     conn_id=self.gcp_conn_id,
                     job_id=self.job_id,
                     project_id=self.project_id,

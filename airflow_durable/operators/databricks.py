@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.databricks.hooks.databricks import RunState
+# The hook (the provider's own ``_hook``), trigger and helpers are reached through the provider operator
+# module's names at call time, as upstream does: a test that patches
+# ``airflow.providers.databricks.operators.databricks.DatabricksHook`` patches ours too.
 from airflow.providers.databricks.operators import databricks as provider
-from airflow.providers.databricks.utils.databricks import validate_trigger_event
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
 from airflow_durable.shims import databricks as compat
@@ -97,8 +98,8 @@ class _DatabricksRunAdapter(DurableJobEngine):
     def durable_event_id(self, event: Any) -> int:
         if not isinstance(event, dict):
             raise ValueError(f"expected a dict event, got {type(event).__name__}")
-        validate_trigger_event(event)
-        RunState.from_json(event["run_state"])
+        provider.validate_trigger_event(event)
+        provider.RunState.from_json(event["run_state"])
         return self.durable_parse_id(event["run_id"])
 
     def durable_result(self, external_id: int, context: Mapping[str, Any], already_succeeded: bool) -> None:

@@ -7,7 +7,9 @@ How dbt Cloud submits, reports, classifies, defers and returns — the durable l
   ``trigger_reason`` (truncated if needed, never the token) plus `` [afd-…-g<n>]``, at most 255
   characters. When a try died inside the submit→persist window, the retry lists the job's newest runs
   (``get_job_runs`` with ``include_related=["trigger"]``) and adopts only a run whose cause carries
-  exactly this token; no run of anyone else is ever adopted.
+  exactly this token; no run of anyone else is ever adopted. Every try also looks the token up right
+  after triggering, so two tries that triggered at the same instant both adopt the earliest run and
+  cancel the other (:meth:`DurableDbtCloudRunJobOperator.durable_find_all`).
 * Status is the run's ``status`` from ``GET runs/{id}/`` (QUEUED, STARTING, RUNNING, SUCCESS, ERROR,
   CANCELLED); a 404 means the run is gone.
 * Waiting reuses the provider hook's ``wait_for_job_run_status`` (``deferrable=False``) or defers to the
@@ -19,21 +21,18 @@ How dbt Cloud submits, reports, classifies, defers and returns — the durable l
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import time
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.providers.dbt.cloud.hooks.dbt import (
-    DBT_CAUSE_MAX_LENGTH,
-    DbtCloudJobRunException,
-    DbtCloudJobRunStatus,
-    validate_execute_complete_event,
-)
+# The hook, trigger and helpers are reached through the provider operator module's names at call time, as
+# upstream does: a test that patches e.g. ``airflow.providers.dbt.cloud.operators.dbt.DbtCloudRunJobTrigger``
+# patches ours too.
+from airflow.providers.dbt.cloud.hooks.dbt import DBT_CAUSE_MAX_LENGTH
 from airflow.providers.dbt.cloud.operators import dbt as provider
-from airflow.providers.dbt.cloud.triggers.dbt import DbtCloudRunJobTrigger
-from airflow.providers.dbt.cloud.utils.openlineage import inject_parent_job_information_into_dbt_cloud_cause
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
 
@@ -44,7 +43,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DurableDbtCloudRunJobOperator", "cause_with_token"]
 
-_NAMES = {status.value: status.name for status in DbtCloudJobRunStatus if isinstance(status.value, int)}
+_NAMES = {
+    status.value: status.name for status in provider.DbtCloudJobRunStatus if isinstance(status.value, int)
+}
 _ACTIVE = frozenset({"QUEUED", "STARTING", "RUNNING"})
 _FAILED = frozenset({"ERROR", "CANCELLED"})
 _TOKEN_RE = re.compile(r"afd-[0-9a-f]{40}-g[0-9]+")
@@ -79,6 +80,17 @@ def cause_with_token(reason: str | None, token: str, limit: int = DBT_CAUSE_MAX_
     return f"{text}{suffix}" if text else token
 
 
+def _created(created_at: str) -> tuple[int, Any]:
+    """A sort key for a run's ``created_at`` (ISO 8601); text dbt Cloud never sends sorts after any date."""
+    try:
+        parsed = dt.datetime.fromisoformat(created_at)
+    except ValueError:
+        return (1, created_at)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+    return (0, parsed.timestamp())
+
+
 def tokens_in(cause: str | None) -> set[str]:
     """Every airflow-durable token in a run's cause (whole tokens: ``-g1`` never matches ``-g12``)."""
     return set(_TOKEN_RE.findall(cause or ""))
@@ -104,6 +116,9 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
     durable_locator_fields = ("dbt_cloud_conn_id", "account_id")
     #: How many of the job's newest runs the token lookup reads (pages of 100) before giving up.
     durable_lookup_runs: ClassVar[int] = 500
+    #: The v2 API has no idempotency key: after triggering, every try adopts the earliest run carrying
+    #: the token and cancels the others.
+    durable_converge_after_submit: ClassVar[bool] = True
 
     @property
     def _durable_hrefs(self) -> dict[int, str | None]:
@@ -121,7 +136,7 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
             )
         if self.openlineage_inject_parent_job_info:
             self.log.info("Replacing dbt Cloud run cause with OpenLineage parent job information.")
-            self.trigger_reason = inject_parent_job_information_into_dbt_cloud_cause(
+            self.trigger_reason = provider.inject_parent_job_information_into_dbt_cloud_cause(
                 self.trigger_reason, context["ti"]
             )
         self.job_id = self._resolve_job_id()
@@ -162,9 +177,15 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         self._push_run_xcoms(context, self.run_id, job_run_url)
         return self.run_id
 
-    def durable_find(self, token: DurableToken, context: Mapping[str, Any]) -> int | None:
+    def durable_find_all(self, token: DurableToken, context: Mapping[str, Any]) -> list[int]:
+        """Every run of the job whose cause carries ``token``, earliest created first (ties: by run id).
+
+        Reads the job's newest ``durable_lookup_runs`` runs, newest first; a run created while paging
+        can shift a page, so runs are collected by id.
+        """
         self._durable_prepare(context)
         page, offset = 100, 0
+        found: dict[int, str] = {}
         while offset < self.durable_lookup_runs:
             runs = (
                 self.hook.get_job_runs(
@@ -183,12 +204,14 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
                 if token.text in tokens_in((run.get("trigger") or {}).get("cause")):
                     run_id = self.durable_parse_id(run.get("id"))
                     self._durable_hrefs[run_id] = run.get("href")
-                    self.log.info("task %s: run %s carries token %s", self.task_id, run_id, token.text)
-                    return run_id
+                    found[run_id] = str(run.get("created_at") or "")
             if len(runs) < page:
                 break
             offset += page
-        return None
+        run_ids = sorted(found, key=lambda run_id: (_created(found[run_id]), run_id))
+        if run_ids:
+            self.log.info("task %s: runs carrying token %s: %s", self.task_id, token.text, run_ids)
+        return run_ids
 
     def durable_parse_id(self, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -220,8 +243,10 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         self.hook.cancel_job_run(run_id=external_id, account_id=self.account_id)
 
     def durable_poll(self, external_id: int, context: Mapping[str, Any], reconnect: bool) -> None:
+        # A try that triggered a run, then converged on an earlier try's, pushed its own run's XComs.
+        adopted = self.run_id is not None and self.run_id != external_id
         self.run_id = external_id
-        if reconnect:
+        if reconnect or adopted:
             self._push_run_xcoms(context, external_id, self._href(external_id))
         if not self.wait_for_termination:
             return
@@ -230,17 +255,19 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         if self.hook.wait_for_job_run_status(
             run_id=external_id,
             account_id=self.account_id,
-            expected_statuses=DbtCloudJobRunStatus.SUCCESS.value,
+            expected_statuses=provider.DbtCloudJobRunStatus.SUCCESS.value,
             check_interval=self.check_interval,
             timeout=self.timeout,
         ):
             self.log.info("Job run %s has completed successfully.", external_id)
         else:
-            raise DbtCloudJobRunException(f"Job run {external_id} has failed or has been cancelled.")
+            raise provider.DbtCloudJobRunException(f"Job run {external_id} has failed or has been cancelled.")
 
     def durable_defer(self, external_id: int, context: Mapping[str, Any], reconnect: bool) -> None:
+        # A try that triggered a run, then converged on an earlier try's, pushed its own run's XComs.
+        adopted = self.run_id is not None and self.run_id != external_id
         self.run_id = external_id
-        if reconnect:
+        if reconnect or adopted:
             self._push_run_xcoms(context, external_id, self._href(external_id))
         if not self.wait_for_termination:
             if self.deferrable is True:
@@ -258,12 +285,12 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         if self.execution_timeout is not None:
             execution_deadline = time.time() + self.execution_timeout.total_seconds()
         status = self.hook.get_job_run_status(run_id=external_id, account_id=self.account_id)
-        if DbtCloudJobRunStatus.is_terminal(status):
+        if provider.DbtCloudJobRunStatus.is_terminal(status):
             self._handle_terminal_status(status)  # returns on success, raises on failure (as upstream)
             return
         self.defer(
             timeout=None,
-            trigger=DbtCloudRunJobTrigger(
+            trigger=provider.DbtCloudRunJobTrigger(
                 conn_id=self.dbt_cloud_conn_id,
                 run_id=external_id,
                 end_time=end_time,
@@ -278,7 +305,7 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
     def durable_event_id(self, event: Any) -> int:
         if not isinstance(event, dict):
             raise ValueError(f"expected a dict event, got {type(event).__name__}")
-        validate_execute_complete_event(event)
+        provider.validate_execute_complete_event(event)
         return self.durable_parse_id(event.get("run_id"))
 
     def durable_result(self, external_id: int, context: Mapping[str, Any], already_succeeded: bool) -> int:

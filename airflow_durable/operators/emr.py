@@ -7,8 +7,10 @@ provider's; only the idempotency carrier is ours.
 
 * **EMR steps** (``AddJobFlowSteps`` takes no token): the token goes into every step's ``Name``
   (``"<your name> [afd-…-g1 step 1/2]"``) and a retry that finds the submit interrupted lists the
-  cluster's steps (``ListSteps``) before adding any. The external id is the list of step ids; any
-  failed step makes the job failed, otherwise any active step makes it active.
+  cluster's steps (``ListSteps``) before adding any; every try also lists them right after adding, so
+  two tries that added at the same instant both adopt the earliest set and cancel the other. The
+  external id is the list of step ids; any failed step makes the job failed, otherwise any active step
+  makes it active.
 * **EMR Serverless**: ``clientToken`` is the token (a token you set — ``client_request_token=`` or
   ``config["clientToken"]`` — wins). Also fixes what is broken upstream: ``QUEUED`` counts as active,
   a trigger failure event raises a clear error instead of ``KeyError``, and a wait that runs out of
@@ -26,16 +28,13 @@ import ast
 import contextlib
 import re
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.providers.amazon.aws.hooks.emr import EmrContainerHook, EmrServerlessHook
+# Hooks, triggers and helpers are reached through the provider operator module's names at call time, as
+# upstream does: a test that patches e.g. ``airflow.providers.amazon.aws.operators.emr.EmrAddStepsTrigger``
+# patches ours too.
+from airflow.providers.amazon.aws.hooks import emr as provider_hooks
 from airflow.providers.amazon.aws.operators import emr as provider
-from airflow.providers.amazon.aws.triggers.emr import (
-    EmrAddStepsTrigger,
-    EmrContainerTrigger,
-    EmrServerlessStartJobTrigger,
-)
-from airflow.providers.amazon.aws.utils.waiter_with_logging import wait
 from airflow.providers.common.compat.sdk import AirflowException
 from botocore.exceptions import ClientError
 
@@ -62,13 +61,13 @@ _STEP_NAME_MAX = 256
 _LIST_STEPS_IDS_MAX = 10
 
 # botocore emr-serverless JobRunState: the hook's INTERMEDIATE set lacks QUEUED.
-_SERVERLESS_ACTIVE = frozenset(EmrServerlessHook.JOB_INTERMEDIATE_STATES) | {"QUEUED"}
-_SERVERLESS_FAILED = frozenset(EmrServerlessHook.JOB_FAILURE_STATES)
-_SERVERLESS_SUCCEEDED = frozenset(EmrServerlessHook.JOB_SUCCESS_STATES)
+_SERVERLESS_ACTIVE = frozenset(provider.EmrServerlessHook.JOB_INTERMEDIATE_STATES) | {"QUEUED"}
+_SERVERLESS_FAILED = frozenset(provider.EmrServerlessHook.JOB_FAILURE_STATES)
+_SERVERLESS_SUCCEEDED = frozenset(provider.EmrServerlessHook.JOB_SUCCESS_STATES)
 
-_CONTAINER_ACTIVE = frozenset(EmrContainerHook.INTERMEDIATE_STATES)
-_CONTAINER_FAILED = frozenset(EmrContainerHook.FAILURE_STATES)
-_CONTAINER_SUCCEEDED = frozenset(EmrContainerHook.SUCCESS_STATES)
+_CONTAINER_ACTIVE = frozenset(provider.EmrContainerHook.INTERMEDIATE_STATES)
+_CONTAINER_FAILED = frozenset(provider.EmrContainerHook.FAILURE_STATES)
+_CONTAINER_SUCCEEDED = frozenset(provider.EmrContainerHook.SUCCESS_STATES)
 
 
 def _error_code(err: BaseException) -> str | None:
@@ -204,29 +203,50 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
             step_ids = provider.EmrAddStepsOperator.execute(self, context)  # type: ignore[arg-type]
         return list(step_ids)
 
-    def durable_find(self, token: DurableToken, context: Mapping[str, Any]) -> list[str] | None:
+    #: AddJobFlowSteps has no idempotency key: after adding, every try adopts the earliest marked set.
+    durable_converge_after_submit: ClassVar[bool] = True
+
+    def durable_find_all(self, token: DurableToken, context: Mapping[str, Any]) -> list[list[str]]:
+        """Every set of steps added with ``token`` (one list of step ids per ``AddJobFlowSteps``), earliest
+        first; ``[]`` if none.
+
+        ``ListSteps`` lists the cluster's steps newest first; read oldest first, each ``step 1/n`` marker
+        opens a set and ``step i/n`` joins the earliest set still missing step ``i``. Sets are ordered by
+        their first step's creation time, ties by the cluster's own step order. A set missing steps
+        raises: ``AddJobFlowSteps`` adds all its steps or none, so someone changed the cluster.
+        """
         pattern = re.compile(rf"\[{re.escape(token.text)} step (\d+)/(\d+)\]$")
-        found: dict[int, str] = {}
-        counts: set[int] = set()
+        listed: list[dict[str, Any]] = []
         paginator = self.hook.conn.get_paginator("list_steps")
         for page in paginator.paginate(ClusterId=self._cluster_id()):
-            for step in page.get("Steps", []):
-                match = pattern.search(step.get("Name") or "")
-                if match:
-                    found[int(match.group(1))] = step["Id"]
-                    counts.add(int(match.group(2)))
-        if not found:
-            return None
-        expected = set(range(1, max(counts) + 1))
-        if len(counts) != 1 or set(found) != expected:
-            # AddJobFlowSteps adds all steps or none; anything else means someone changed the cluster.
+            listed.extend(page.get("Steps", []))
+        groups: list[tuple[int, dict[int, str]]] = []  # (n, index -> step id), in the order they began
+        began: list[tuple[Any, int]] = []
+        for position, step in enumerate(reversed(listed)):  # oldest first
+            match = pattern.search(step.get("Name") or "")
+            if not match:
+                continue
+            index, count = int(match.group(1)), int(match.group(2))
+            group = next((g for n, g in groups if n == count and index not in g and index != 1), None)
+            if group is None:
+                group = {}
+                groups.append((count, group))
+                created = ((step.get("Status") or {}).get("Timeline") or {}).get("CreationDateTime")
+                began.append((created.timestamp() if created is not None else float("inf"), position))
+            group[index] = step["Id"]
+        incomplete = [(n, g) for n, g in groups if set(g) != set(range(1, n + 1))]
+        if incomplete:
+            n, group = incomplete[0]
             raise AirflowException(
-                f"task {self.task_id}: found only steps {sorted(found)} of {max(counts)} marked with token "
-                f"{token.text} on cluster {self._cluster_id()}: {found}. Not adding steps again; inspect "
-                "the cluster, then delete the task's state-store key and retry."
+                f"task {self.task_id}: found only steps {sorted(group)} of {n} marked with token "
+                f"{token.text} on cluster {self._cluster_id()}: {group}. Not adding steps again; inspect the "
+                "cluster, then delete the task's state-store key and retry."
             )
-        self.log.info("task %s: found steps %s added by an interrupted try", self.task_id, found)
-        return [found[index] for index in sorted(found)]
+        ordered = [g for _, (_, g) in sorted(zip(began, groups, strict=True), key=lambda pair: pair[0])]
+        found = [[group[index] for index in sorted(group)] for group in ordered]
+        if found:
+            self.log.info("task %s: steps carrying token %s: %s", self.task_id, token.text, found)
+        return found
 
     def durable_parse_id(self, value: Any) -> list[str]:
         if not isinstance(value, list) or not value:
@@ -278,7 +298,8 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
         waiter = self.hook.conn.get_waiter("step_complete")
         for step_id in external_id:
             try:
-                wait(
+                # Through the hook module's name, where upstream's add_job_flow_steps looks it up.
+                provider_hooks.wait(
                     waiter=waiter,
                     waiter_max_attempts=self.waiter_max_attempts or 60,
                     waiter_delay=self.waiter_delay or 30,
@@ -299,7 +320,7 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
         if reconnect:
             self._announce(context)
         self.defer(
-            trigger=EmrAddStepsTrigger(
+            trigger=provider.EmrAddStepsTrigger(
                 job_flow_id=self._cluster_id(),
                 step_ids=external_id,
                 aws_conn_id=self.aws_conn_id,
@@ -390,8 +411,11 @@ class DurableEmrServerlessStartJobOperator(_SubmitOnly, DurableJobEngine, _Serve
         if token is not None:
             if not self._user_client_token:
                 overrides["client_request_token"] = token.text  # a config["clientToken"] still wins
-            if not self.name and "name" not in self.config:
-                overrides["name"] = f"emr_serverless_job_airflow_{token.uuid}"
+            generated = self.__dict__.get("_durable_generated_name")
+            if (not self.name or self.name == generated) and "name" not in self.config:
+                # Left on the operator afterwards, as upstream leaves the name it generates; a later
+                # generation submitted by this same object gets its own name again.
+                self.name = self._durable_generated_name = f"emr_serverless_job_airflow_{token.uuid}"
         # The provider's own execute: starts the application if needed (it may defer on that and resume
         # into execute: the record says "submitting", so the resumed try submits with the same token),
         # then start_job_run and the links — without waiting.
@@ -427,7 +451,7 @@ class DurableEmrServerlessStartJobOperator(_SubmitOnly, DurableJobEngine, _Serve
         if not self.wait_for_completion:
             return
         try:
-            wait(
+            provider.wait(
                 waiter=self.hook.get_waiter("serverless_job_completed"),
                 waiter_max_attempts=self.waiter_max_attempts,
                 waiter_delay=self.waiter_delay,
@@ -459,7 +483,7 @@ class DurableEmrServerlessStartJobOperator(_SubmitOnly, DurableJobEngine, _Serve
         if not self.wait_for_completion:
             return
         self.defer(
-            trigger=EmrServerlessStartJobTrigger(
+            trigger=provider.EmrServerlessStartJobTrigger(
                 application_id=self.application_id,
                 job_id=external_id,
                 waiter_delay=self.waiter_delay,
@@ -526,20 +550,25 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
         self.job_id = job_id
         return job_id  # type: ignore[return-value]
 
-    def durable_find(self, token: DurableToken, context: Mapping[str, Any]) -> str | None:
+    def durable_find_all(self, token: DurableToken, context: Mapping[str, Any]) -> list[str]:
+        """Every job run named ``name`` that carries our client token, earliest created first (ties: by
+        id); ``[]`` if none. ``clientToken`` dedupes resubmissions, so this is at most one run in practice.
+        """
         client_token = self._client_token(token)
+        found: dict[str, float] = {}
         paginator = self.hook.conn.get_paginator("list_job_runs")
         for page in paginator.paginate(virtualClusterId=self.virtual_cluster_id, name=self.name):
             for run in page.get("jobRuns", []):
                 described = self.hook.conn.describe_job_run(
                     virtualClusterId=self.virtual_cluster_id, id=run["id"]
-                )
-                if described["jobRun"].get("clientToken") == client_token:
-                    self.log.info(
-                        "task %s: found job run %s started by an interrupted try", self.task_id, run["id"]
-                    )
-                    return run["id"]
-        return None
+                )["jobRun"]
+                if described.get("clientToken") == client_token:
+                    created = described.get("createdAt") or run.get("createdAt")
+                    found[run["id"]] = created.timestamp() if created is not None else float("inf")
+        runs = sorted(found, key=lambda run_id: (found[run_id], run_id))
+        if runs:
+            self.log.info("task %s: job runs carrying token %s: %s", self.task_id, client_token, runs)
+        return runs
 
     def durable_parse_id(self, value: Any) -> str:
         return _parse_str_id(value, "EMR on EKS job run")
@@ -572,7 +601,7 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
             external_id, max_polling_attempts=self.max_polling_attempts, poll_interval=self.poll_interval
         )
         self.check_failure(query_status)
-        if not query_status or query_status in EmrContainerHook.INTERMEDIATE_STATES:
+        if not query_status or query_status in provider.EmrContainerHook.INTERMEDIATE_STATES:
             raise AirflowException(
                 f"Final state of EMR Containers job is {query_status}. "
                 f"Max tries of poll status exceeded, query_execution_id is {external_id}."
@@ -583,7 +612,7 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
         self.job_id = external_id
         query_status = self.hook.check_query_status(job_id=external_id)
         self.check_failure(query_status)
-        if query_status in EmrContainerHook.SUCCESS_STATES:
+        if query_status in provider.EmrContainerHook.SUCCESS_STATES:
             return
         timeout = (
             timedelta(seconds=self.max_polling_attempts * self.poll_interval)
@@ -603,7 +632,9 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
         if self.max_polling_attempts:
             trigger_kwargs["waiter_max_attempts"] = self.max_polling_attempts
         self.defer(
-            timeout=timeout, trigger=EmrContainerTrigger(**trigger_kwargs), method_name="execute_complete"
+            timeout=timeout,
+            trigger=provider.EmrContainerTrigger(**trigger_kwargs),
+            method_name="execute_complete",
         )
 
     def durable_event_id(self, event: Any) -> str:

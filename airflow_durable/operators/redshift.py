@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+# The trigger is reached through the provider operator module's name at call time, as upstream does: a test
+# that patches ``airflow.providers.amazon.aws.operators.redshift_data.RedshiftDataTrigger`` patches ours too.
 from airflow.providers.amazon.aws.operators import redshift_data as provider
-from airflow.providers.amazon.aws.triggers.redshift_data import RedshiftDataTrigger
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
 from airflow_durable.shims import aws as compat
@@ -98,7 +99,7 @@ class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperato
         if self.wait_for_completion and not self.hook.check_query_is_finished(external_id):
             self.defer(
                 timeout=self.execution_timeout,
-                trigger=RedshiftDataTrigger(
+                trigger=provider.RedshiftDataTrigger(
                     statement_id=external_id,
                     task_id=self.task_id,
                     poll_interval=self.poll_interval,

@@ -25,8 +25,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import requests
-from airflow.providers.snowflake.operators.snowflake import SnowflakeSqlApiOperator
-from airflow.providers.snowflake.triggers.snowflake_trigger import SnowflakeSqlApiTrigger
+
+# The hook and trigger are reached through the provider operator module's names at call time, as upstream
+# does: a test that patches ``airflow.providers.snowflake.operators.snowflake.SnowflakeSqlApiHook`` (or
+# ``...SnowflakeSqlApiTrigger``) patches ours too.
+from airflow.providers.snowflake.operators import snowflake as provider
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
 from airflow_durable.shims import snowflake as compat
@@ -43,7 +46,7 @@ _PHASES = {"running": JobPhase.ACTIVE, "success": JobPhase.SUCCEEDED, "error": J
 _KNOWN_STATUS_CODES = frozenset({200, 202, 422})
 
 
-class DurableSnowflakeSqlApiOperator(DurableJobEngine, SnowflakeSqlApiOperator):
+class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiOperator):
     """``SnowflakeSqlApiOperator`` whose retries reconnect to the statements instead of running the SQL again.
 
     Same arguments, templated fields, XComs (``query_ids``) and return value (``None``) as the provider
@@ -58,7 +61,7 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, SnowflakeSqlApiOperator):
 
     @cached_property
     def _hook(self) -> compat.IdempotentSqlApiHook:
-        return compat.sql_api_hook(self)
+        return compat.sql_api_hook(self, provider.SnowflakeSqlApiHook)
 
     # ------------------------------------------------------------------ submit
     def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> list[str]:
@@ -149,7 +152,7 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, SnowflakeSqlApiOperator):
             return
         self.defer(
             timeout=self.execution_timeout,
-            trigger=SnowflakeSqlApiTrigger(
+            trigger=provider.SnowflakeSqlApiTrigger(
                 poll_interval=self.poll_interval,
                 query_ids=self.query_ids,
                 snowflake_conn_id=self.snowflake_conn_id,

@@ -45,9 +45,20 @@ class IdempotentSqlApiHook(SnowflakeSqlApiHook):
         return super()._make_api_call_with_retries(method, url, headers, params, json)
 
 
-def sql_api_hook(operator: Any) -> IdempotentSqlApiHook:
-    """The hook exactly as ``SnowflakeSqlApiOperator._hook`` builds it, as :class:`IdempotentSqlApiHook`."""
-    return IdempotentSqlApiHook(
+def sql_api_hook(operator: Any, hook_class: Any = SnowflakeSqlApiHook) -> IdempotentSqlApiHook:
+    """The hook exactly as ``SnowflakeSqlApiOperator._hook`` builds it, as :class:`IdempotentSqlApiHook`.
+
+    ``hook_class`` is what the provider operator module's ``SnowflakeSqlApiHook`` name holds when the hook
+    is built (a test may have patched it there): a subclass of the hook gets the idempotent submission
+    mixed in; anything else (a mock standing in for the whole hook) is used as it is.
+    """
+    cls: Any = IdempotentSqlApiHook
+    if hook_class is not SnowflakeSqlApiHook:
+        if isinstance(hook_class, type) and issubclass(hook_class, SnowflakeSqlApiHook):
+            cls = type(f"Idempotent{hook_class.__name__}", (IdempotentSqlApiHook, hook_class), {})
+        else:
+            cls = hook_class
+    return cls(
         snowflake_conn_id=operator.snowflake_conn_id,
         token_life_time=operator.token_life_time,
         token_renewal_delta=operator.token_renewal_delta,

@@ -31,6 +31,7 @@ imports nothing from Airflow.
 
 from __future__ import annotations
 
+import datetime as dt
 import http.client
 import json
 import os
@@ -641,6 +642,19 @@ class AwsEmulator(ScriptedEmulator):
 
     def on_created(self, job: AwsJob, call: AwsCall) -> None:
         """Called once a submission created ``job`` (before its first state is applied)."""
+
+    def strictly_later(self, at: dt.datetime) -> dt.datetime:
+        """``at``, or 1 ms after the creation time this emulator handed out last if that is not earlier.
+
+        Subclasses pass every new job's creation time through it (submissions are serialized by the
+        emulator's lock), so that creation times as AWS reports them (millisecond resolution) order jobs
+        exactly as they were submitted, and lookups that keep the earliest job agree with the ledger.
+        """
+        last: dt.datetime | None = getattr(self, "_last_created", None)
+        if last is not None and at < last + dt.timedelta(milliseconds=1):
+            at = last + dt.timedelta(milliseconds=1)
+        self._last_created = at
+        return at
 
     def _record_cancel(self, call: AwsCall) -> None:
         for job_id in self.cancel_ids(call):

@@ -15,6 +15,9 @@ A job queue (:attr:`BatchEmulator.job_queue`) and a container job definition
 cancelled or terminated job ends ``FAILED``. An expired job disappears from ``DescribeJobs`` and
 ``ListJobs``, as after Batch's retention period. Throttling is ``429 TooManyRequestsException``.
 SubmitJob has no idempotency token; the ledger records the ``airflow-durable-token`` tag as the token.
+Lookups are strongly consistent: a job is in ``ListJobs`` / ``DescribeJobs`` (tags and ``createdAt``
+included) as soon as ``SubmitJob`` has answered, and ``createdAt`` increases strictly with every
+submission, so "the earliest job carrying a tag" is the one submitted first.
 """
 
 from __future__ import annotations
@@ -134,6 +137,9 @@ class BatchEmulator(AwsEmulator):
         moto_job = self._backend()._jobs.get(job.job_id)
         children = getattr(moto_job, "_child_jobs", None) or []
         job.extra["children"] = [child.job_id for child in children]
+        if moto_job is not None:
+            # createdAt (ms) orders jobs as they were submitted, as Batch's does.
+            moto_job.job_created_at = self.strictly_later(moto_job.job_created_at)
 
     def apply_state(self, job: AwsJob, state: str) -> None:
         backend = self._backend()

@@ -16,7 +16,9 @@ hooks (botocore) and triggers (aiobotocore) reach it through the ``aws_default``
 
 One ``AddJobFlowSteps`` call is one job in the ledger (its id: the step ids joined by ``,``) whose
 steps move through one script together. The ledger's token is the durable token found in the step
-names (EMR steps carry no native token).
+names (EMR steps carry no native token). Lookups are strongly consistent (a step or job run is listed as
+soon as the call that created it has answered) and creation times increase strictly in submission order
+(``ListSteps`` lists newest first, as EMR does; EMR on EKS ``createdAt`` is the moment of creation).
 
 This module imports nothing from Airflow.
 """
@@ -119,6 +121,14 @@ class EmrEmulator(AwsEmulator):
 
     def submitted_id(self, call: AwsCall, answer: Any) -> str:
         return ",".join(answer["StepIds"])
+
+    def on_created(self, job: AwsJob, call: AwsCall) -> None:
+        # Strictly increasing CreationDateTime in submission order: ListSteps (newest first, by creation
+        # time) then lists the cluster's steps exactly in reverse submission order, as EMR does.
+        for step_id in self.step_ids(job.job_id):
+            step = self._find_step(step_id)
+            if step is not None:
+                step.creation_date_time = self.strictly_later(step.creation_date_time)
 
     def _jobs_with(self, step_ids: list[str]) -> list[str]:
         wanted = set(step_ids)
@@ -255,6 +265,14 @@ class EmrContainersEmulator(AwsEmulator):
 
     def submitted_id(self, call: AwsCall, answer: Any) -> str:
         return str(answer["id"])
+
+    def on_created(self, job: AwsJob, call: AwsCall) -> None:
+        # moto truncates createdAt to the day; EMR on EKS reports the moment of creation.
+        from moto.core.utils import utcnow
+
+        run = self._backend().job_runs.get(job.job_id)
+        if run is not None:
+            run.created_at = self.strictly_later(utcnow())
 
     @staticmethod
     def _run_id(call: AwsCall) -> str:

@@ -130,6 +130,24 @@ def test_the_run_carrying_our_token_is_adopted_past_the_first_page(dbt, deferrab
     assert len([r for r in lists if r.path.endswith("/runs/")]) == 2
 
 
+def test_the_lookup_lists_every_run_carrying_the_token_earliest_first(dbt):
+    """Two tries that triggered at the same instant: both runs, oldest first, past the first page too."""
+    from airflow_durable.engine import DurableToken
+
+    operator = _dbt_cloud_run_job(dbt, False)
+    token = DurableToken("afd-0123456789abcdef0123456789abcdef01234567-g1", 1)
+    first = dbt.add_run(JOB_ID, f"nightly [{token.text}]", ["RUNNING"])
+    dbt.add_run(JOB_ID, f"nightly [{token.text.removesuffix('-g1')}-g12]", ["RUNNING"])  # another generation
+    for n in range(120):  # newer runs by others push the first one to the second page of 100
+        dbt.add_run(JOB_ID, f"scheduled #{n}", ["SUCCESS"])
+    second = dbt.add_run(JOB_ID, f"nightly [{token.text}]", ["RUNNING"])
+    assert operator.durable_find_all(token, {}) == [first.id, second.id]
+    assert operator.durable_find_all(DurableToken("afd-nobody-g1", 1), {}) == []
+    # Created at the same instant: the run id decides, the same way for every try.
+    second.created_at = first.created_at
+    assert operator.durable_find_all(token, {}) == [first.id, second.id]
+
+
 def test_a_failing_lookup_fails_the_try_without_submitting(dbt):
     runner = runner_for(dbt, True)
     runner.store.data[KEY] = submitting_record(runner)

@@ -111,10 +111,5 @@ CASES.append(
         foreign_id="00000000-0000-4000-8000-000000000000",
         success_event=lambda job_id: {"status": "success", "job_id": job_id},
         window_closed_by="lookup",
-        notimpl={
-            "two_tries_at_once": "SubmitJob has no idempotency token: two tries deciding at the same "
-            "instant both submit (the tag lookup closes the window for a retry after a crash, not for "
-            "two concurrent tries)",
-        },
     )
 )

@@ -64,12 +64,5 @@ CASES: list[SystemCase] = [
             "message": f"Job run {run_id} has completed successfully.",
             "run_id": run_id,
         },
-        notimpl={
-            "two_tries_at_once": (
-                "dbt Cloud's trigger endpoint has no idempotency key: two tries that decide at the same "
-                "instant (an orphaned try beside its retry) each start a run; the token lookup only "
-                "covers a try that died inside the submit window"
-            ),
-        },
     ),
 ]

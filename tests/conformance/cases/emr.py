@@ -108,13 +108,6 @@ CASES: list[SystemCase] = [
         success_event=_steps_event,
         foreign_event=lambda real: ({**real, "value": ["s-FOREIGNSTEP01"]}, "s-FOREIGNSTEP01"),
         trigger_error_text="Error while running steps",
-        notimpl={
-            "two_tries_at_once": (
-                "AddJobFlowSteps takes no idempotency token: two tries of one task instance deciding at the "
-                "same instant (an orphaned try beside its retry) both add the steps. The lookup by the token "
-                "in the step names closes the window only for tries that follow each other."
-            )
-        },
     ),
     SystemCase(
         id="emr_serverless_start_job",
