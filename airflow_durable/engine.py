@@ -345,11 +345,7 @@ class DurableJobEngine:
         raise NotImplementedError
 
     def durable_find_all(self, token: DurableToken, context: Mapping[str, Any]) -> list[Any]:
-        legacy = getattr(self, "durable_find", None)  # the one-job lookup of earlier adapters
-        if legacy is None:
-            return []
-        found = legacy(token, context)
-        return [] if found is None else [found]
+        return []
 
     def durable_created_at(self, external_id: Any, context: Mapping[str, Any]) -> dt.datetime | None:
         return None

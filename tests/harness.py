@@ -106,6 +106,7 @@ class FakeDagRun:
 
         self.start_date = dt.datetime.now(dt.timezone.utc)
         self.clear_number = 0
+        self.run_type = "manual"  # read by providers (e.g. BigQuery's job labels on Airflow 2)
 
 
 class FakeTaskInstance:
