@@ -841,7 +841,25 @@ class DurableJobEngine:
         except DurableStateError as err:
             return False, f"its ownership could not be checked ({err}); the record keeps tracking it"
         if record is None:
-            return True, ""  # nothing else tracks it any more
+            # The execution API answers "not found" both when the record was deleted with its DAG run
+            # and when this try's task instance id was superseded by a newer try (a zombie): ask Airflow
+            # whether the task instance still exists.
+            ti = (self._durable_context or {}).get("ti")
+            try:
+                state = shims.get_task_states(
+                    str(getattr(ti, "dag_id", "")),
+                    str(getattr(ti, "run_id", "")),
+                    str(getattr(ti, "task_id", self.task_id)),
+                    _map_index(ti),
+                )
+            except KeyError:
+                return True, ""  # the task instance is gone with its DAG run: nothing else tracks the job
+            except Exception as err:
+                return False, f"its record is unreadable by this try and the task's state unknown ({err})"
+            return False, (
+                f"the record is not readable by this try while its task instance lives on ({state}): a newer "
+                "try holds it, or the record was deleted"
+            )
         if str(record.external_id) != str(external_id):
             return (
                 False,
