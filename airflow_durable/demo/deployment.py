@@ -29,9 +29,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COMPONENTS", "Deployment", "DeploymentError", "TaskInstanceRow", "venv_bin"]
+__all__ = [
+    "COMPONENTS",
+    "SQLITE_CONNECT_ARGS",
+    "Deployment",
+    "DeploymentError",
+    "TaskInstanceRow",
+    "venv_bin",
+]
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+#: For ``[database] sql_alchemy_connect_args`` (set it to the import path of this dict) in a deployment
+#: with many concurrent writers: SQLite's default 5 s busy timeout lets one long write
+#: crash the scheduler loop with "database is locked".
+SQLITE_CONNECT_ARGS: dict[str, Any] = {"timeout": 30}
 #: The directory holding the ``airflow_durable`` package: the components import this same copy.
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
@@ -88,6 +99,8 @@ class Deployment:
     :param keep_home: keep the ``AIRFLOW_HOME`` (logs, DB, config) after :meth:`stop`; also set by
         the ``AFD_RUNTIME_KEEP_HOME`` environment variable.
     :param home_prefix: name prefix of the temporary ``AIRFLOW_HOME``.
+    :param triggerers: how many ``airflow triggerer`` processes to start (the extra ones are named
+        ``triggerer-2``...; :meth:`add_triggerer` starts one later).
     """
 
     def __init__(
@@ -97,7 +110,11 @@ class Deployment:
         *,
         keep_home: bool = False,
         home_prefix: str = "afd-runtime-home-",
+        triggerers: int = 1,
     ) -> None:
+        if triggerers < 1:
+            raise ValueError(f"a deployment needs at least one triggerer, got triggerers={triggerers}")
+        self.triggerers = triggerers
         self.keep_home = keep_home or bool(os.environ.get("AFD_RUNTIME_KEEP_HOME"))
         self.home = Path(tempfile.mkdtemp(prefix=home_prefix))
         self.dags_folder = Path(dags_folder) if dags_folder is not None else self.home / "dags"
@@ -197,20 +214,38 @@ class Deployment:
         if self.procs:
             raise RuntimeError("this deployment is already started")
         for component in COMPONENTS:
-            log = open(self.logs / f"{component}.log", "wb")  # noqa: SIM115 - closed by the child's exit
-            try:
-                self.procs[component] = subprocess.Popen(
-                    [_airflow_bin(), component],
-                    env=self.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=self.home,
-                    start_new_session=True,  # setsid: its own session and process group
-                )
-                self._sessions.append(self.procs[component].pid)
-            finally:
-                log.close()
+            self._start_process(component, [component])
+        for _ in range(self.triggerers - 1):
+            self.add_triggerer()
+
+    def add_triggerer(self) -> str:
+        """Start one more ``airflow triggerer`` (name ``triggerer-<n>``, its own session and log).
+
+        It shares the metadata DB, so it takes over the triggers of a triggerer that stops
+        heartbeating. It serves no logs: the first triggerer holds the trigger log port.
+        """
+        n = 2
+        while f"triggerer-{n}" in self.procs:
+            n += 1
+        name = f"triggerer-{n}"
+        self._start_process(name, ["triggerer", "--skip-serve-logs"])
+        return name
+
+    def _start_process(self, name: str, args: list[str]) -> None:
+        log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - closed by the child's exit
+        try:
+            self.procs[name] = subprocess.Popen(
+                [_airflow_bin(), *args],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.home,
+                start_new_session=True,  # setsid: its own session and process group
+            )
+            self._sessions.append(self.procs[name].pid)
+        finally:
+            log.close()
 
     def wait_healthy(self, timeout: float = 90) -> None:
         """Wait until ``/api/v2/monitor/health`` reports every component healthy."""
@@ -282,6 +317,14 @@ class Deployment:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def session_pids(self, component: str) -> list[int]:
+        """Live processes of one component's session: e.g. a triggerer and its trigger runner, which
+        sits in a process group of its own (so ``killpg`` on the component alone would miss it)."""
+        proc = self.procs.get(component)
+        if proc is None:
+            raise KeyError(f"no component {component!r}; running: {sorted(self.procs)}")
+        return self._pids_in_sessions({proc.pid})
+
     def stray_pids(self) -> list[int]:
         """Live (non-zombie) processes in the sessions of this deployment's components.
 
@@ -290,7 +333,10 @@ class Deployment:
         also after they were reparented to init. Process titles and environments cannot be used:
         ``setproctitle`` overwrites both.
         """
-        sessions = set(self._sessions)
+        return self._pids_in_sessions(set(self._sessions))
+
+    @staticmethod
+    def _pids_in_sessions(sessions: set[int]) -> list[int]:
         found = []
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
