@@ -29,20 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "COMPONENTS",
-    "SQLITE_CONNECT_ARGS",
-    "Deployment",
-    "DeploymentError",
-    "TaskInstanceRow",
-    "venv_bin",
-]
+__all__ = ["COMPONENTS", "Deployment", "DeploymentError", "TaskInstanceRow", "venv_bin"]
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
-#: For ``[database] sql_alchemy_connect_args`` (set it to the import path of this dict) in a deployment
-#: with many concurrent writers: SQLite's default 5 s busy timeout lets one long write
-#: crash the scheduler loop with "database is locked".
-SQLITE_CONNECT_ARGS: dict[str, Any] = {"timeout": 30}
 #: The directory holding the ``airflow_durable`` package: the components import this same copy.
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 

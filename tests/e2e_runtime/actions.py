@@ -22,6 +22,8 @@ __all__ = ["ApiError", "api", "clear_task", "delete_dag_run", "mark_task", "trig
 #: One user action at a time: scenarios run in threads against one SQLite metadata DB, and a burst
 #: of concurrent writes through the API only measures SQLite's locking.
 _ONE_AT_A_TIME = threading.Lock()
+#: Tries of one action that the api-server answers "Database error" (SQLite busy, rolled back).
+DB_ERROR_ATTEMPTS = 4
 
 
 class ApiError(RuntimeError):
@@ -44,15 +46,20 @@ def api(
         headers={"Content-Type": "application/json", "Accept": "application/json"},
         method=method,
     )
-    with _ONE_AT_A_TIME:
-        try:
-            with urllib.request.urlopen(request, timeout=60) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as err:
-            raise ApiError(method, path, err.code, err.read().decode(errors="replace")) from None
-        finally:
-            time.sleep(0.2)  # let the scheduler take its turn at the write lock
-    return json.loads(raw) if raw else None
+    for attempt in range(1, DB_ERROR_ATTEMPTS + 1):
+        with _ONE_AT_A_TIME:
+            try:
+                with urllib.request.urlopen(request, timeout=60) as resp:
+                    raw = resp.read()
+                return json.loads(raw) if raw else None
+            except urllib.error.HTTPError as err:
+                failure = ApiError(method, path, err.code, err.read().decode(errors="replace"))
+            finally:
+                time.sleep(0.2)  # let the scheduler take its turn at the write lock
+        # SQLite "database is locked" in the api-server: the request rolled back, so it can be resent.
+        if failure.status != 500 or "Database error" not in failure.body or attempt == DB_ERROR_ATTEMPTS:
+            raise failure
+    raise AssertionError("unreachable")
 
 
 def _quote(value: str) -> str:
@@ -60,17 +67,8 @@ def _quote(value: str) -> str:
 
 
 def trigger_dag_run(dep: Deployment, dag_id: str, run_id: str) -> Any:
-    """``POST /dags/{dag_id}/dagRuns``: a manual run with this ``run_id`` (no logical date).
-
-    One retry after a 500 that left no run behind (SQLite busy under load: the request rolled back).
-    """
-    path, body = f"dags/{_quote(dag_id)}/dagRuns", {"dag_run_id": run_id, "logical_date": None}
-    try:
-        return api(dep, "POST", path, body)
-    except ApiError as err:
-        if err.status != 500 or dep.dag_run_state(dag_id, run_id) is not None:
-            raise
-    return api(dep, "POST", path, body)
+    """``POST /dags/{dag_id}/dagRuns``: a manual run with this ``run_id`` (no logical date)."""
+    return api(dep, "POST", f"dags/{_quote(dag_id)}/dagRuns", {"dag_run_id": run_id, "logical_date": None})
 
 
 def delete_dag_run(dep: Deployment, dag_id: str, run_id: str) -> None:

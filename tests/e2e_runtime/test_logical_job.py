@@ -83,10 +83,6 @@ WAIT = 100.0
 #: Scenario 4: the Databricks job takes this long; the task's execution_timeout is 12 s.
 JOB_SECONDS = 60.0
 EXECUTION_TIMEOUT = 12.0
-#: Scenario 2a: how long the emulator holds the first runs/cancel of the cleared try's run. The old
-#: trigger's on_kill then lands after the new try decided, as it does whenever the cancel is slower
-#: than the retry's start (a slow Databricks API, a busy triggerer). 0 = natural timing.
-SLOW_CANCEL = 10.0
 #: Seconds between the starts of two scenario drivers.
 STAGGER = 2.0
 #: How often a scenario looks at the DB and the emulator (a dozen scenarios poll at once).
@@ -104,12 +100,8 @@ DECISIONS = (
 )
 _DECISION_RE = re.compile(r"\[(" + "|".join(DECISIONS) + r")\]")
 
-_CONNECT_ARGS = "airflow_durable.demo.deployment.SQLITE_CONNECT_ARGS"
 #: Shared tuning: fast heartbeats and timeout checks, room for stalled tries next to running ones.
 BASE_ENV = {
-    # Many writers at once (a dozen DAG runs, REST actions): a 30 s SQLite busy timeout, not 5 s.
-    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": _CONNECT_ARGS,
-    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": _CONNECT_ARGS,
     # A burst of task starts on 2 cores: the execution API can take longer than its 5 s default, and a
     # retried "start" is refused (the first one went through), which fails the try before it ran.
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
@@ -345,14 +337,6 @@ class Case:
         return self.dep.task_logs(self.dag_id, chars=3000)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
-
-
 def _signal_all(pids: list[int], sig: signal.Signals) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -437,42 +421,32 @@ def s1c_retention_clean(dep: Deployment, dbx: DatabricksEmulator) -> dict[str, A
     return {"1c": c.conclude()}
 
 
-def s2a_clear_deferred(dep: Deployment, dbx: DatabricksEmulator) -> dict[str, Any]:
+def s2a_clear_deferred(
+    dep: Deployment, dbx: DatabricksEmulator, triggerer_quiet: threading.Lock
+) -> dict[str, Any]:
+    """Clear while deferred, with the triggerer slow to react (stalled until the new try decided): the
+    old trigger's on_kill lands after the new try chose its job, as whenever the retry starts faster
+    than the triggerer cancels (a busy triggerer, a slow Databricks API)."""
     cases = [Case(dep, dbx, "lj_clear_deferred"), Case(dep, dbx, "lj_clear_deferred_upstream", "upstream")]
     for c in cases:
         c.trigger()
     for c in cases:
         c.wait_deferred(1)
-    durable = cases[0]
-    first = durable.latest()
-    if SLOW_CANCEL:
-        durable.result["slow_cancel"] = SLOW_CANCEL
-        dbx.faults.add(
-            method="POST",
-            path_contains="jobs/runs/cancel",
-            latency=SLOW_CANCEL,
-            times=1,
-            predicate=lambda r: str(r.params.get("run_id")) == str(first.run_id),
-        )
-    for c in cases:
-        actions.clear_task(dep, c.dag_id, c.run_id, TASK_ID)
-        c.note("cleared the deferred task")
-    for c in cases:
-        c.wait_decided(2)
-        c.note(f"try 2 decided: {c.ti()}")
+    with triggerer_quiet, _stopped(dep.session_pids("triggerer")):
+        for c in cases:
+            actions.clear_task(dep, c.dag_id, c.run_id, TASK_ID)
+            c.note("cleared the deferred task (triggerer stalled)")
+        for c in cases:
+            c.wait_decided(2)
+            c.note(f"try 2 decided: {c.ti()}")
     for c in cases:
         run1 = c.runs()[0]
         with contextlib.suppress(DeploymentError):
-            c.wait(
-                lambda run1=run1: run1.cancelled,
-                f"run {run1.run_id} cancelled",
-                SLOW_CANCEL + 20,
-                until_end=True,
-            )
+            c.wait(lambda run1=run1: run1.cancelled, f"run {run1.run_id} cancelled", 30, until_end=True)
         c.note(f"run {run1.run_id} cancelled={run1.cancelled}")
     for c in cases:
         c.finish_and_wait_end()
-    return {"2a": durable.conclude(), "2a_upstream": cases[1].conclude()}
+    return {"2a": cases[0].conclude(), "2a_upstream": cases[1].conclude()}
 
 
 def s2b_mark(dep: Deployment, dbx: DatabricksEmulator, triggerer_quiet: threading.Lock) -> dict[str, Any]:
@@ -570,7 +544,8 @@ def s3a_zombie(dep: Deployment, dbx: DatabricksEmulator, dag_id: str, operator: 
             until_end=True,
         )
         c.note(f"try 2 running: {c.ti()}; SIGCONT try 1")
-    c.wait(lambda: not any(_alive(p) for p in pids), "try 1's processes to exit", 40, until_end=True)
+    # The supervisor learns from its next heartbeat that try 1 is over and SIGTERMs it (on_kill runs).
+    c.wait(lambda: not dep.worker_pids(ti["id"]), "try 1's processes to end", 60, until_end=True)
     c.note("try 1's processes exited")
     time.sleep(2)  # a cancel sent on the way out has landed by now
     c.result["run1_cancelled_before_finish"] = run1.cancelled
@@ -758,7 +733,7 @@ def run_main_deployment() -> dict[str, Any]:
                 {
                     "1a": (s1a_rerun_deleted, (dep, dbx)),
                     "1c": (s1c_retention_clean, (dep, dbx)),
-                    "2a": (s2a_clear_deferred, (dep, dbx)),
+                    "2a": (s2a_clear_deferred, (dep, dbx, quiet)),
                     "2b": (s2b_mark, (dep, dbx, quiet)),
                     "2c": (s2c_lower_retries, (dep, dbx)),
                     "3a": (s3a_zombie, (dep, dbx, "lj_zombie_sync", "durable")),
