@@ -8,6 +8,7 @@ so a test never mistakes a refused action for one that happened.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 import urllib.error
@@ -23,7 +24,14 @@ __all__ = ["ApiError", "api", "clear_task", "delete_dag_run", "mark_task", "trig
 #: of concurrent writes through the API only measures SQLite's locking.
 _ONE_AT_A_TIME = threading.Lock()
 #: Tries of one action that the api-server answers "Database error" (SQLite busy, rolled back).
-DB_ERROR_ATTEMPTS = 4
+DB_ERROR_ATTEMPTS = 8
+
+#: ``[database] sql_alchemy_connect_args`` of the logical-job deployments (an import path to this dict).
+#: Under load the scheduler loop dies on SQLite's "database is locked" after the default 5 s busy wait,
+#: so every component waits up to 30 s, except the api-server: one of its requests can hold the write
+#: lock while a dependency of the same request writes through another connection, and there a longer
+#: wait only stalls every other request for longer (the request fails either way and is resent).
+SQLITE_CONNECT_ARGS: dict[str, Any] = {"timeout": 5 if "api-server" in sys.argv[1:2] else 30}
 
 
 class ApiError(RuntimeError):

@@ -102,6 +102,7 @@ _DECISION_RE = re.compile(r"\[(" + "|".join(DECISIONS) + r")\]")
 
 #: Shared tuning: fast heartbeats and timeout checks, room for stalled tries next to running ones.
 BASE_ENV = {
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "tests.e2e_runtime.actions.SQLITE_CONNECT_ARGS",
     # A burst of task starts on 2 cores: the execution API can take longer than its 5 s default, and a
     # retried "start" is refused (the first one went through), which fails the try before it ran.
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
@@ -895,7 +896,6 @@ def test_1c_clear_after_retention_cleanup_submits_a_new_job(main: dict[str, Any]
     assert "already_succeeded" not in [d for t, d in r["decisions"] if t >= 2], _why(r)
 
 
-@NEW_ENGINE
 def test_1b_clear_after_clear_on_success_submits_a_new_job(second: dict[str, Any]) -> None:
     r = _get(second, "1b")
     assert r["first_run_state"] == "success" and r["store_rows_after_success"] == 0, _why(r)
@@ -968,7 +968,6 @@ def test_3a_upstream_zombie_try(main: dict[str, Any]) -> None:
     assert r["created"] >= 1 and r["left_running"] == [], _why(r)
 
 
-@NEW_ENGINE
 def test_3b_triggerer_that_lost_its_trigger_does_not_cancel_the_job(second: dict[str, Any]) -> None:
     r = _get(second, "3b")
     w = _why(r)
