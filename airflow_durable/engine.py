@@ -315,6 +315,9 @@ class DurableJobEngine:
         self._durable_context: Mapping[str, Any] | None = None
         self._durable_store: StateStore | None = None
         self._durable_deadline: dt.datetime | None = None
+        # This try's identity, taken when it began: what its on_kill compares the record against.
+        self._durable_try: int | None = None
+        self._durable_epoch: Epoch | None = None
 
     # ------------------------------------------------------------------ the adapter contract
     def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> Any:
@@ -481,6 +484,8 @@ class DurableJobEngine:
             return None
         self._durable_store = store
         self._durable_deadline = self._execution_deadline(context)
+        self._durable_try = self._try_number(context)
+        self._durable_epoch = self._epoch(context)
         return store
 
     def _execution_deadline(self, context: Mapping[str, Any]) -> dt.datetime | None:
@@ -822,7 +827,7 @@ class DurableJobEngine:
                 record.external_id,
             )
             return
-        if record.owner_try not in (None, self._try_number(context)):
+        if record.owner_try not in (None, self._durable_try):
             return
         self.log.error(
             "task %s: execution_timeout %s ran out while deferred; cancelling job %s",
@@ -834,7 +839,6 @@ class DurableJobEngine:
 
     def _owns(self, external_id: Any) -> tuple[bool, str]:
         """Whether this try may cancel ``external_id``: the record must still name it, this try and epoch."""
-        context = self._durable_context or {}
         assert self._durable_store is not None
         try:
             record = self._read_record(self._durable_store)
@@ -849,9 +853,9 @@ class DurableJobEngine:
             )
         if record.state == "done":
             return False, "it already succeeded"
-        if not self._epoch(context).same_as(record):
+        if self._durable_epoch is not None and not self._durable_epoch.same_as(record):
             return False, "the task was cleared since"
-        mine = self._try_number(context)
+        mine = self._durable_try
         if record.owner_try is not None and mine is not None and record.owner_try != mine:
             return False, f"try {record.owner_try} tracks it now (this is try {mine})"
         return True, ""

@@ -8,13 +8,20 @@ process that still carries this deployment's unique ``AIRFLOW_HOME`` (the task p
 themselves into their own process group, so killing the component groups alone would miss them).
 
 Nothing here imports Airflow: the components are driven through their CLI and the metadata DB is
-read with :mod:`sqlite3`.
+read with :mod:`sqlite3` (or :mod:`psycopg2`).
+
+Besides that embedded default, ``Deployment(database="postgres", executor="celery", triggerers=2)``
+is the deployment teams run in production: a private PostgreSQL server (initdb into the home, loopback
+port) and a private Redis broker, both started from the Debian packages' binaries and stopped with the
+deployment, ``airflow celery worker`` processes instead of the LocalExecutor, and two triggerers.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -29,9 +36,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COMPONENTS", "Deployment", "DeploymentError", "TaskInstanceRow", "venv_bin"]
+__all__ = [
+    "COMPONENTS",
+    "Deployment",
+    "DeploymentError",
+    "PostgresServer",
+    "RedisServer",
+    "TaskInstanceRow",
+    "venv_bin",
+]
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+#: The CeleryExecutor by its full path (the short alias is not resolved in Airflow 3.3).
+CELERY_EXECUTOR = "airflow.providers.celery.executors.celery_executor.CeleryExecutor"
 #: The directory holding the ``airflow_durable`` package: the components import this same copy.
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
@@ -71,6 +88,206 @@ def _airflow_bin() -> str:
     return found
 
 
+def _server_binary(name: str) -> str:
+    """A server binary of the Debian packages: ``/usr/lib/postgresql/<v>/bin`` first (not on PATH)."""
+    for candidate in sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True):
+        return candidate
+    found = shutil.which(name)
+    if found is None:
+        raise DeploymentError(f"no `{name}` executable: apt-get install -y postgresql redis-server")
+    return found
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise DeploymentError(
+                f"{what} exited with {proc.returncode}", logs=log.read_text(errors="replace")[-3000:]
+            )
+        with socket.socket() as s:
+            s.settimeout(0.5)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise DeploymentError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
+
+
+def _stop_server(proc: subprocess.Popen[bytes] | None, sig: signal.Signals, grace: float = 15) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=grace)
+    except (ProcessLookupError, PermissionError):
+        pass
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait(timeout=10)
+
+
+class PostgresServer:
+    """A private PostgreSQL cluster: ``initdb`` into ``root/pgdata``, one loopback port, trust auth.
+
+    Run as root (CI), the cluster belongs to the ``postgres`` user the Debian package creates
+    (``initdb`` refuses root); ``root`` is then opened for traversal only. Durability is switched off
+    (``fsync``): the cluster lives as long as one test session.
+    """
+
+    def __init__(self, root: Path, database: str = "airflow") -> None:
+        self.root = root
+        self.data = root / "pgdata"
+        self.database = database
+        self.port = _free_port()
+        self.log = root / "component-logs" / "postgres.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    def _as_owner(self) -> dict[str, Any]:
+        if os.geteuid() != 0:
+            return {}
+        owner = pwd.getpwnam("postgres")
+        return {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
+
+    def start(self, timeout: float = 60) -> PostgresServer:
+        self.data.mkdir(mode=0o700)
+        owner = self._as_owner()
+        if owner:
+            os.chmod(self.root, 0o711)
+            os.chown(self.data, owner["user"], owner["group"])
+        done = subprocess.run(
+            [
+                _server_binary("initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "--locale=C",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd="/",
+            **owner,
+        )
+        if done.returncode != 0:
+            raise DeploymentError(f"initdb failed (exit {done.returncode})", logs=done.stdout + done.stderr)
+        self.log.parent.mkdir(exist_ok=True)
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [
+                    _server_binary("postgres"),
+                    "-D",
+                    str(self.data),
+                    "-p",
+                    str(self.port),
+                    "-k",
+                    str(self.data),
+                    "-c",
+                    "listen_addresses=127.0.0.1",
+                    "-c",
+                    "fsync=off",
+                    "-c",
+                    "synchronous_commit=off",
+                    "-c",
+                    "full_page_writes=off",
+                    "-c",
+                    "max_connections=200",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd="/",
+                start_new_session=True,
+                **owner,
+            )
+        _wait_port(self.port, self.proc, "postgres", self.log, timeout)
+        deadline = time.monotonic() + timeout
+        while True:  # the port opens before the server accepts connections
+            done = subprocess.run(
+                [
+                    _server_binary("psql"),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-U",
+                    "postgres",
+                    "-d",
+                    "postgres",
+                    "-c",
+                    f"CREATE DATABASE {self.database}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                cwd="/",
+            )
+            if done.returncode == 0:
+                return self
+            if time.monotonic() > deadline:
+                raise DeploymentError("CREATE DATABASE failed", logs=done.stdout + done.stderr)
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        _stop_server(self.proc, signal.SIGINT)  # SIGINT: "fast" shutdown
+
+
+class RedisServer:
+    """A private Redis (the Celery broker): loopback port, no persistence, working dir ``root/redis``."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "redis"
+        self.port = _free_port()
+        self.log = root / "component-logs" / "redis.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def start(self, timeout: float = 30) -> RedisServer:
+        self.dir.mkdir()
+        self.log.parent.mkdir(exist_ok=True)
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [
+                    _server_binary("redis-server"),
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(self.dir),
+                    "--daemonize",
+                    "no",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.dir,
+                start_new_session=True,
+            )
+        _wait_port(self.port, self.proc, "redis-server", self.log, timeout)
+        return self
+
+    def stop(self) -> None:
+        _stop_server(self.proc, signal.SIGTERM)
+
+
 @dataclass
 class TaskInstanceRow:
     id: str
@@ -88,8 +305,13 @@ class Deployment:
     :param keep_home: keep the ``AIRFLOW_HOME`` (logs, DB, config) after :meth:`stop`; also set by
         the ``AFD_RUNTIME_KEEP_HOME`` environment variable.
     :param home_prefix: name prefix of the temporary ``AIRFLOW_HOME``.
-    :param triggerers: how many ``airflow triggerer`` processes to start (the extra ones are named
-        ``triggerer-2``...; :meth:`add_triggerer` starts one later).
+    :param database: ``"sqlite"`` (the embedded default: a file in the home) or ``"postgres"`` (a
+        private PostgreSQL server started from the Debian package, data directory in the home).
+    :param executor: ``"local"`` (LocalExecutor inside the scheduler) or ``"celery"`` (CeleryExecutor,
+        a private Redis broker and ``celery_workers`` ``airflow celery worker`` processes).
+    :param triggerers: how many ``airflow triggerer`` processes (the second one is ``triggerer-2``).
+    :param celery_workers: Celery worker processes (``celery-worker-1``...), with ``worker_concurrency``
+        task slots each.
     """
 
     def __init__(
@@ -99,22 +321,54 @@ class Deployment:
         *,
         keep_home: bool = False,
         home_prefix: str = "afd-runtime-home-",
+        database: str = "sqlite",
+        executor: str = "local",
         triggerers: int = 1,
+        celery_workers: int = 2,
+        worker_concurrency: int = 4,
     ) -> None:
-        if triggerers < 1:
-            raise ValueError(f"a deployment needs at least one triggerer, got triggerers={triggerers}")
-        self.triggerers = triggerers
+        if database not in ("sqlite", "postgres"):
+            raise ValueError(f"database must be 'sqlite' or 'postgres', not {database!r}")
+        if executor not in ("local", "celery"):
+            raise ValueError(f"executor must be 'local' or 'celery', not {executor!r}")
+        if executor == "celery" and database == "sqlite":
+            raise ValueError("the CeleryExecutor needs database='postgres' (SQLite is single-host only)")
+        if triggerers < 1 or celery_workers < 1:
+            raise ValueError("triggerers and celery_workers must be at least 1")
         self.keep_home = keep_home or bool(os.environ.get("AFD_RUNTIME_KEEP_HOME"))
+        self.database = database
+        self.executor = executor
+        self.triggerers = triggerers
+        self.celery_workers = celery_workers if executor == "celery" else 0
+        self.worker_concurrency = worker_concurrency
         self.home = Path(tempfile.mkdtemp(prefix=home_prefix))
         self.dags_folder = Path(dags_folder) if dags_folder is not None else self.home / "dags"
         self.dags_folder.mkdir(exist_ok=True)
         self.logs = self.home / "component-logs"
         self.logs.mkdir()
         self.db_path = self.home / "airflow.db"
+        self.postgres = PostgresServer(self.home) if database == "postgres" else None
+        self.redis = RedisServer(self.home) if executor == "celery" else None
         self.api_port = _free_port()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._sessions: list[int] = []  # component pids = their session ids, kept after stop()
+        self._component_env: dict[str, dict[str, str]] = {}  # per-component overrides (log ports)
+        self._pg: Any = None
         self.env = self._environment(extra_env or {})
+
+    @property
+    def components(self) -> list[str]:
+        """The names of this deployment's Airflow processes, in start order."""
+        names = ["api-server", "scheduler", "dag-processor", "triggerer"]
+        names += [f"triggerer-{i}" for i in range(2, self.triggerers + 1)]
+        names += [f"celery-worker-{i}" for i in range(1, self.celery_workers + 1)]
+        return names
+
+    def describe(self) -> str:
+        """``"PostgreSQL 15 + CeleryExecutor, 2 triggerers"``-style summary of the configuration."""
+        db = "PostgreSQL" if self.database == "postgres" else "SQLite"
+        ex = "CeleryExecutor" if self.executor == "celery" else "LocalExecutor"
+        return f"{db} + {ex}, {self.triggerers} triggerer{'s' if self.triggerers > 1 else ''}"
 
     # ------------------------------------------------------------------ environment
     def _environment(self, extra: Mapping[str, str]) -> dict[str, str]:
@@ -153,6 +407,22 @@ class Deployment:
             "SCARF_ANALYTICS": "false",
             "DO_NOT_TRACK": "1",
         }
+        if self.postgres is not None:
+            env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = self.postgres.url
+        if self.redis is not None:
+            env.update(
+                {
+                    "AIRFLOW__CORE__EXECUTOR": CELERY_EXECUTOR,
+                    "AIRFLOW__CELERY__BROKER_URL": self.redis.url(0),
+                    "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + self.postgres.url if self.postgres else "",
+                    "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(self.worker_concurrency),
+                    "AIRFLOW__CELERY__SYNC_PARALLELISM": "1",
+                    "AIRFLOW__CELERY__OPERATION_TIMEOUT": "10",
+                    # A lost worker's message comes back after this long (not the 24 h default).
+                    "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT": "120",
+                    "AIRFLOW__CORE__PARALLELISM": str(max(3, self.worker_concurrency * self.celery_workers)),
+                }
+            )
         env.update(extra)
         # An emulator's PYTHONPATH (e.g. Snowflake's routing sitecustomize) goes in front of ours:
         # replacing it would drop this package's parent, which the components import the DAGs from.
@@ -178,14 +448,23 @@ class Deployment:
     def start(self, dag_ids: Iterable[str] = (), timeout: float = 90) -> Deployment:
         """Migrate the DB, start every component, wait until all are healthy and ``dag_ids`` serialized."""
         deadline = time.monotonic() + timeout
+        self.start_servers()
         self.migrate(timeout=max(10.0, deadline - time.monotonic()))
         self.start_components()
         self.wait_healthy(deadline - time.monotonic())
         self.wait_dags(dag_ids, deadline - time.monotonic())
         return self
 
+    def start_servers(self) -> None:
+        """Start the private PostgreSQL and Redis servers this configuration needs (none for SQLite)."""
+        if self.postgres is not None and self.postgres.proc is None:
+            self.postgres.start()
+        if self.redis is not None and self.redis.proc is None:
+            self.redis.start()
+
     def migrate(self, timeout: float = 90) -> None:
-        """``airflow db migrate`` on the fresh SQLite DB (also writes ``airflow.cfg``)."""
+        """``airflow db migrate`` on the fresh DB (also writes ``airflow.cfg``)."""
+        self.start_servers()
         try:
             done = self.cli("db", "migrate", timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -199,42 +478,78 @@ class Deployment:
             )
 
     def start_components(self) -> None:
-        """Start api-server, scheduler, dag-processor and triggerer, each in its own session."""
+        """Start api-server, scheduler, dag-processor, the triggerer(s) and any Celery workers, each in
+        its own session."""
         if self.procs:
             raise RuntimeError("this deployment is already started")
-        for component in COMPONENTS:
-            self._start_process(component, [component])
-        for _ in range(self.triggerers - 1):
-            self.add_triggerer()
+        for component in self.components:
+            self.start_component(component)
 
-    def add_triggerer(self) -> str:
-        """Start one more ``airflow triggerer`` (name ``triggerer-<n>``, its own session and log).
+    def _command(self, component: str) -> list[str]:
+        if component.startswith("triggerer"):
+            return [_airflow_bin(), "triggerer"]
+        if component.startswith("celery-worker-"):
+            index = component.rsplit("-", 1)[1]
+            return [
+                _airflow_bin(),
+                "celery",
+                "worker",
+                "--celery-hostname",
+                f"w{index}@%h",
+                "--concurrency",
+                str(self.worker_concurrency),
+                "--skip-serve-logs",
+                "--without-mingle",
+                "--without-gossip",
+            ]
+        return [_airflow_bin(), component]
 
-        It shares the metadata DB, so it takes over the triggers of a triggerer that stops
-        heartbeating. It serves no logs: the first triggerer holds the trigger log port.
-        """
-        n = 2
-        while f"triggerer-{n}" in self.procs:
-            n += 1
-        name = f"triggerer-{n}"
-        self._start_process(name, ["triggerer", "--skip-serve-logs"])
-        return name
-
-    def _start_process(self, name: str, args: list[str]) -> None:
-        log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - closed by the child's exit
+    def start_component(self, component: str) -> subprocess.Popen[bytes]:
+        """(Re)start one component by name (see :attr:`components`), e.g. after :meth:`kill_component`."""
+        if component in self.procs and self.procs[component].poll() is None:
+            raise RuntimeError(f"{component} is already running")
+        env = dict(self.env)
+        if component.startswith("triggerer-"):  # each triggerer serves its logs on its own port
+            overrides = self._component_env.setdefault(
+                component, {"AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port())}
+            )
+            env.update(overrides)
+        log = open(self.logs / f"{component}.log", "ab")  # noqa: SIM115 - closed by the child's exit
         try:
-            self.procs[name] = subprocess.Popen(
-                [_airflow_bin(), *args],
-                env=self.env,
+            proc = subprocess.Popen(
+                self._command(component),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.home,
                 start_new_session=True,  # setsid: its own session and process group
             )
-            self._sessions.append(self.procs[name].pid)
         finally:
             log.close()
+        self.procs[component] = proc
+        self._sessions.append(proc.pid)
+        return proc
+
+    def kill_component(
+        self, component: str, sig: signal.Signals = signal.SIGKILL, tree: bool = False
+    ) -> None:
+        """Send ``sig`` to one component's process group and wait for the component itself to end.
+
+        Task processes put themselves in a process group of their own, so they outlive a kill of the
+        group (like a task whose worker process was killed); ``tree=True`` signals every descendant
+        too, as when the worker's machine or container dies (a Celery worker with its pool and tasks).
+        """
+        proc = self.procs[component]
+        if tree:
+            for pid in self.descendants(proc.pid):
+                self._signal(pid, sig)
+        self._signal_group(proc.pid, sig)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._signal_group(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
 
     def wait_healthy(self, timeout: float = 90) -> None:
         """Wait until ``/api/v2/monitor/health`` reports every component healthy."""
@@ -258,7 +573,23 @@ class Deployment:
         self.wait_for(ready, timeout, f"DAGs {sorted(wanted)} serialized")
 
     def stop(self, grace: float = 20.0) -> None:
-        """End every process of this deployment: SIGTERM, then SIGKILL after ``grace`` seconds."""
+        """End every process of this deployment: SIGTERM, then SIGKILL after ``grace`` seconds; then
+        the PostgreSQL and Redis servers."""
+        try:
+            self._stop_components(grace)
+        finally:
+            if self._pg is not None:
+                try:
+                    self._pg.close()
+                except Exception:  # noqa: BLE001 - the server may already be gone
+                    pass
+                self._pg = None
+            for server in (self.redis, self.postgres):
+                if server is not None:
+                    server.stop()
+            self._remove_home()
+
+    def _stop_components(self, grace: float) -> None:
         try:
             for pid in self.stray_pids():  # task processes sit in their own process group
                 self._signal(pid, signal.SIGTERM)
@@ -286,11 +617,13 @@ class Deployment:
                 time.sleep(0.3)
         finally:
             self.procs.clear()
-            if self.keep_home:  # for inspection: logs, DB, airflow.cfg
-                if os.environ.get("AFD_RUNTIME_KEEP_HOME"):  # the caller did not ask: say where it is
-                    print(f"[deployment] kept AIRFLOW_HOME {self.home}", file=sys.stderr)
-            else:
-                shutil.rmtree(self.home, ignore_errors=True)
+
+    def _remove_home(self) -> None:
+        if self.keep_home:  # for inspection: logs, DB, airflow.cfg
+            if os.environ.get("AFD_RUNTIME_KEEP_HOME"):  # the caller did not ask: say where it is
+                print(f"[deployment] kept AIRFLOW_HOME {self.home}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.home, ignore_errors=True)
 
     @staticmethod
     def _signal(pid: int, sig: signal.Signals) -> None:
@@ -312,7 +645,18 @@ class Deployment:
         proc = self.procs.get(component)
         if proc is None:
             raise KeyError(f"no component {component!r}; running: {sorted(self.procs)}")
-        return self._pids_in_sessions({proc.pid})
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()  # "pid (comm) state ppid pgrp session ..."
+            if fields[0] != "Z" and int(fields[3]) == proc.pid:
+                found.append(int(entry.name))
+        return found
 
     def stray_pids(self) -> list[int]:
         """Live (non-zombie) processes in the sessions of this deployment's components.
@@ -322,10 +666,7 @@ class Deployment:
         also after they were reparented to init. Process titles and environments cannot be used:
         ``setproctitle`` overwrites both.
         """
-        return self._pids_in_sessions(set(self._sessions))
-
-    @staticmethod
-    def _pids_in_sessions(sessions: set[int]) -> list[int]:
+        sessions = set(self._sessions)
         found = []
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
@@ -426,7 +767,9 @@ class Deployment:
             )
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Read the metadata DB; retries while a component holds the write lock."""
+        """Read the metadata DB (``?`` placeholders); SQLite: retries while a component holds the lock."""
+        if self.postgres is not None:
+            return self._query_postgres(sql, params)
         if not self.db_path.exists():
             return []
         deadline = time.monotonic() + 15
@@ -442,6 +785,29 @@ class Deployment:
             finally:
                 conn.close()
             time.sleep(0.2)
+
+    def _query_postgres(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        import psycopg2  # the [runtime] extra; only the test side reads the DB this way
+
+        assert self.postgres is not None
+        for attempt in range(2):
+            if self._pg is None:
+                self._pg = psycopg2.connect(
+                    host="127.0.0.1", port=self.postgres.port, user="postgres", dbname=self.postgres.database
+                )
+                self._pg.autocommit = True
+            try:
+                with self._pg.cursor() as cur:
+                    cur.execute(sql.replace("?", "%s"), params)
+                    rows = cur.fetchall()
+                return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows]
+            except psycopg2.errors.UndefinedTable:
+                return []  # before `db migrate` created it
+            except psycopg2.OperationalError:
+                self._pg = None
+                if attempt:
+                    raise
+        return []
 
     def serialized_dag_ids(self) -> set[str]:
         return {row[0] for row in self.query("SELECT dag_id FROM serialized_dag")}
@@ -501,4 +867,53 @@ class Deployment:
                 continue
             if "worker" in cmdline and wanted in cmdline.replace("-", "").lower():
                 pids.append(pid)
+        if self.executor == "celery":  # the supervisor is a Celery pool process, titled without the id
+            pids += [p for p in (self.supervisor_pid(pid) for pid in pids) if p and p not in pids]
         return pids
+
+    def task_pid(self, ti_id: str) -> int | None:
+        """The task process running ``ti_id`` (titled ``airflow worker -- <ti_id>``), if any."""
+        wanted = ti_id.replace("-", "").lower()
+        for pid in self.stray_pids():
+            try:
+                cmdline = (
+                    Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                )
+            except OSError:
+                continue
+            if (
+                cmdline.startswith("airflow worker -- ")
+                and cmdline.split()[-1].replace("-", "").lower() == wanted
+            ):
+                return pid
+        return None
+
+    def descendants(self, pid: int) -> list[int]:
+        """Every live process below ``pid`` in the process tree (children, their children...)."""
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+        found, todo = [], [pid]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                found.append(child)
+                todo.append(child)
+        return found
+
+    @staticmethod
+    def supervisor_pid(task_pid: int) -> int | None:
+        """The parent of a task process: its supervisor (LocalExecutor worker or Celery pool process)."""
+        try:
+            stat = Path(f"/proc/{task_pid}/stat").read_text()
+        except OSError:
+            return None
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        return ppid if ppid > 1 else None

@@ -113,6 +113,31 @@ for _d in DROP_INS:
 DURABLE_CLASSES: frozenset[str] = frozenset(d.durable_class for d in DROP_INS)
 
 
+# Module paths that older Airflow and provider releases used for the same classes, with the same
+# arguments: ``check`` and ``migrate`` treat an import from one of them like one from the current module.
+DEPRECATED_MODULES: dict[str, str] = {
+    "airflow.contrib.operators.databricks_operator": _DBX,
+    "airflow.contrib.operators.emr_add_steps_operator": _EMR,
+    "airflow.providers.amazon.aws.operators.emr_add_steps": _EMR,
+    "airflow.providers.amazon.aws.operators.emr_containers": _EMR,
+}
+
+
+def current_module(module: str) -> str:
+    """The provider module a (possibly deprecated) module path stands for today."""
+    return DEPRECATED_MODULES.get(module, module)
+
+
+def drop_ins_for_module(module: str) -> list[DropIn]:
+    """The drop-ins importable from a module, deprecated paths included."""
+    return BY_PROVIDER_MODULE.get(current_module(module), [])
+
+
 def lookup(qualname: str) -> DropIn | None:
-    """The drop-in for a provider class's fully qualified name, if the catalogue has one."""
-    return BY_PROVIDER_QUALNAME.get(qualname)
+    """The drop-in for a provider class's fully qualified name (deprecated module paths included)."""
+    found = BY_PROVIDER_QUALNAME.get(qualname)
+    if found is None:
+        module, _, name = qualname.rpartition(".")
+        if module in DEPRECATED_MODULES:
+            found = BY_PROVIDER_QUALNAME.get(f"{DEPRECATED_MODULES[module]}.{name}")
+    return found

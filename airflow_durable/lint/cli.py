@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +14,15 @@ import typer
 from airflow_durable.lint.findings import RULES, Severity
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+class OutputFormat(str, enum.Enum):
+    """``--format``: a choice, so a typo is a usage error listing the formats."""
+
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    github = "github"
 
 
 def _usage_error(message: str) -> typer.Exit:
@@ -34,7 +45,9 @@ def _existing(paths: list[Path]) -> list[Path]:
 
 def check(
     paths: Annotated[list[Path], typer.Argument(help="DAG files or directories (searched for *.py).")],
-    output_format: Annotated[str, typer.Option("--format", help="text, json, sarif or github.")] = "text",
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", help="Report format.", case_sensitive=False)
+    ] = OutputFormat.text,
     select: Annotated[
         list[str] | None, typer.Option(help="Only these codes or prefixes (ADR001,ADR01).")
     ] = None,
@@ -45,7 +58,10 @@ def check(
             help="Exit 1 when a finding at or above this severity remains: info, warning (default), error."
         ),
     ] = None,
-    isolated: Annotated[bool, typer.Option(help="Ignore [tool.airflow-durable] in pyproject.toml.")] = False,
+    isolated: Annotated[
+        # Escaped: rich would read [tool.airflow-durable] as markup and print nothing.
+        bool, typer.Option(help=r"Ignore \[tool.airflow-durable] in pyproject.toml.")
+    ] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to a file.")] = None,
 ) -> None:
     """Check DAG files for retry anti-patterns (static analysis: the files are never imported)."""
@@ -53,8 +69,7 @@ def check(
     from airflow_durable.lint.config import ConfigError, load
     from airflow_durable.lint.engine import check_paths
 
-    if output_format not in out.FORMATS:
-        raise _usage_error(f"--format must be one of {', '.join(out.FORMATS)}, not {output_format!r}")
+    output_format = OutputFormat(output_format).value  # type: ignore[assignment]
     paths = _existing(paths)
     try:
         config = load(
@@ -87,23 +102,32 @@ def migrate(
     write: Annotated[
         bool, typer.Option("--write", help="Rewrite the files in place (default: show a diff).")
     ] = False,
+    check_only: Annotated[
+        bool,
+        typer.Option(
+            "--check", help="Change nothing, print nothing on stdout; exit 1 when a file would change."
+        ),
+    ] = False,
 ) -> None:
     """Swap provider operators for their durable drop-ins: imports and names only, nothing else."""
-    from airflow_durable.lint.engine import iter_python_files, parse_error_message
+    from airflow_durable.lint.engine import iter_python_files, parse_error_message, read_source
     from airflow_durable.lint.migrate import migrate_source
 
+    if write and check_only:
+        raise _usage_error("--write and --check exclude each other")
     paths = _existing(paths)
     failed = changed = 0
     for file in iter_python_files(paths):
         name = file.as_posix()
+        source = None
         try:
-            source = file.read_text(encoding="utf-8")
+            # Bytes in, bytes out: line endings, encoding and the trailing newline stay as they were.
+            source, encoding = read_source(file)
             result = migrate_source(name, source)
-        except (cst.ParserSyntaxError, OSError, UnicodeDecodeError) as exc:
+        except (cst.ParserSyntaxError, OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
             failed += 1
-            typer.echo(
-                f"error: {parse_error_message(name, exc).replace('not checked', 'left untouched')}", err=True
-            )
+            message = parse_error_message(name, exc, source).replace("not checked", "left untouched")
+            typer.echo(f"error: {message}", err=True)
             continue
         for note in result.notes:
             typer.echo(f"{name}: note: {note}", err=True)
@@ -112,14 +136,22 @@ def migrate(
         if not result.changed:
             continue
         changed += 1
-        if write:
-            file.write_text(result.migrated, encoding="utf-8")
+        if check_only:
+            typer.echo(f"would rewrite {name}: {', '.join(result.swapped)}", err=True)
+        elif write:
+            file.write_bytes(result.migrated.encode(encoding))
             typer.echo(f"rewrote {name}: {', '.join(result.swapped)}", err=True)
         else:
-            typer.echo(result.diff(), nl=False)
+            sys.stdout.flush()
+            if encoding == "utf-8-sig":  # the BOM belongs to the file's first line, not to the diff
+                bom = "\ufeff"
+                result = dataclasses.replace(result, original=bom + source, migrated=bom + result.migrated)
+                encoding = "utf-8"
+            sys.stdout.buffer.write(result.diff().encode(encoding))
+            sys.stdout.buffer.flush()
     verb = "rewritten" if write else "would be rewritten"
     typer.echo(f"{changed} file(s) {verb}" + (f", {failed} could not be parsed" if failed else ""), err=True)
-    raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if failed or (check_only and changed) else EXIT_OK)
 
 
 def rules_help() -> str:

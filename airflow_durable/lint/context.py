@@ -7,13 +7,14 @@ and ``import airflow.sdk as sdk; sdk.Variable`` are both ``airflow.sdk.Variable`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
 import libcst.matchers as m
 from libcst._metadata_dependent import LazyValue
 from libcst.metadata import (
+    CodeRange,
     MetadataWrapper,
     ParentNodeProvider,
     PositionProvider,
@@ -65,12 +66,22 @@ class FileContext:
         self.path = path
         self.source = source
         module = cst.parse_module(source)  # raises cst.ParserSyntaxError; the engine reports it
-        self.wrapper = MetadataWrapper(module)
+        # The module was just parsed and nothing else holds it: no defensive deep copy.
+        self.wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         self.module = self.wrapper.module
-        self._qnames = self.wrapper.resolve(QualifiedNameProvider)
-        self._positions = self.wrapper.resolve(PositionProvider)
-        self._parents = self.wrapper.resolve(ParentNodeProvider)
-        self.scopes = self.wrapper.resolve(ScopeProvider)
+        # One batched resolution instead of three passes over the tree; positions (a code-generation
+        # pass) only when a finding or a message needs one.
+        resolved = self.wrapper.resolve_many([QualifiedNameProvider, ParentNodeProvider, ScopeProvider])
+        self._qnames = resolved[QualifiedNameProvider]
+        self._position_map: Mapping[cst.CSTNode, CodeRange] | None = None
+        self._parents = resolved[ParentNodeProvider]
+        self.scopes = resolved[ScopeProvider]
+        # libcst computes ``node.children`` with a visitor on every access; walking the tree through it
+        # dominated the run time. The parent map already holds every edge, in source order.
+        self._children: dict[cst.CSTNode, list[cst.CSTNode]] = {}
+        for child, parent in self._parents.items():
+            self._children.setdefault(parent, []).append(child)
+        self.constants = self._module_constants()
         self.functions: dict[cst.FunctionDef, FunctionInfo] = {}
         self._index_functions()
 
@@ -90,7 +101,9 @@ class FileContext:
 
     # -- positions and parents -----------------------------------------------------------------
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
-        pos = self._positions[node].start
+        if self._position_map is None:
+            self._position_map = self.wrapper.resolve(PositionProvider)
+        pos = self._position_map[node].start
         return pos.line, pos.column + 1
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
@@ -123,12 +136,20 @@ class FileContext:
         return Finding(self.path, line, col, code, message, RULES[code].severity)
 
     # -- walking -------------------------------------------------------------------------------
+    def children(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        kids = self._children.get(node)
+        if kids is not None:
+            return kids
+        if node in self._parents or node is self.module:
+            return []  # a leaf of the parsed tree
+        return list(node.children)  # a node built by a rule, not part of the parsed tree
+
     def walk(self, root: cst.CSTNode | None = None) -> Iterator[cst.CSTNode]:
         stack: list[cst.CSTNode] = [root or self.module]
         while stack:
             node = stack.pop()
             yield node
-            stack.extend(reversed(node.children))
+            stack.extend(reversed(self.children(node)))
 
     def calls(self, root: cst.CSTNode | None = None) -> Iterator[cst.Call]:
         for node in self.walk(root):
@@ -141,7 +162,7 @@ class FileContext:
         while stack:
             node = stack.pop()
             yield node
-            for child in reversed(node.children):
+            for child in reversed(self.children(node)):
                 if not isinstance(child, (cst.FunctionDef, cst.ClassDef)):
                     stack.append(child)
 
@@ -168,12 +189,52 @@ class FileContext:
             self.functions[node] = FunctionInfo(node, is_task, deco_q, cls)
 
     def _python_callable_names(self) -> set[str]:
+        """Module functions that run as a task body without ``@task``.
+
+        ``python_callable=fn`` (also ``functools.partial(fn, ...)``), ``task(fn)`` and ``task.sensor(fn)``.
+        """
         names: set[str] = set()
         for call in self.calls():
-            for arg in call.args:
-                if arg.keyword and arg.keyword.value == "python_callable" and isinstance(arg.value, cst.Name):
-                    names.add(arg.value.value)
+            for a in call.args:
+                if a.keyword and a.keyword.value == "python_callable":
+                    name = callable_name(a.value)
+                    if name:
+                        names.add(name)
+            if call.args and self._is_task_decorator(call.func):
+                name = callable_name(call.args[0].value)
+                if name:
+                    names.add(name)
         return names
+
+    def _is_task_decorator(self, func: cst.BaseExpression) -> bool:
+        return any(q == p or q.startswith(p + ".") for q in self.qnames(func) for p in TASK_DECORATORS)
+
+    def _module_constants(self) -> dict[str, cst.BaseExpression]:
+        """Names bound exactly once at module level (``SUBMIT_TASK_ID = "submit"``): their values."""
+        seen: dict[str, list[cst.BaseExpression]] = {}
+        for stmt in self.module.body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                    target = small.targets[0].target
+                    if isinstance(target, cst.Name):
+                        seen.setdefault(target.value, []).append(small.value)
+                elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    if isinstance(small.target, cst.Name):
+                        seen.setdefault(small.target.value, []).append(small.value)
+        return {name: values[0] for name, values in seen.items() if len(values) == 1}
+
+    def constant(self, expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
+        """A module constant's value for a bare name, else the expression itself."""
+        depth = 0
+        while isinstance(expr, cst.Name) and expr.value in self.constants and depth < 5:
+            expr = self.constants[expr.value]
+            depth += 1
+        return expr
+
+    def constant_string(self, expr: cst.BaseExpression | None) -> str | None:
+        return string_value(self.constant(expr))
 
     def is_taskflow(self, fn: cst.FunctionDef) -> bool:
         info = self.functions[fn]
@@ -213,6 +274,15 @@ def arg(call: cst.Call, position: int | None, keyword: str | None) -> cst.BaseEx
     return None
 
 
+def callable_name(expr: cst.BaseExpression) -> str | None:
+    """The function a ``python_callable`` value names: ``fn`` or ``functools.partial(fn, ...)``."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Call) and callee_name(expr) == "partial" and expr.args:
+        return callable_name(expr.args[0].value)
+    return None
+
+
 def method_name(call: cst.Call) -> str | None:
     return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
 
@@ -227,6 +297,24 @@ def callee_name(call: cst.Call) -> str | None:
 
 def is_none(node: cst.BaseExpression | None) -> bool:
     return m.matches(node, m.Name("None")) if node is not None else False
+
+
+def replaces_execute(ctx: FileContext, cls: cst.ClassDef) -> bool:
+    """The class defines ``execute`` and never calls ``super().execute``: its bases' execute never runs."""
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    execute = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "execute"), None)
+    if execute is None:
+        return False
+    for n in ctx.walk(execute):
+        if (
+            isinstance(n, cst.Call)
+            and isinstance(n.func, cst.Attribute)
+            and n.func.attr.value == "execute"
+            and isinstance(n.func.value, cst.Call)
+            and callee_name(n.func.value) == "super"
+        ):
+            return False
+    return True
 
 
 def names_in(node: cst.CSTNode) -> set[str]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import io
+import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,12 +56,26 @@ def check_source(path: str, source: str, config: Config | None = None) -> list[F
     return sorted(found)
 
 
-def parse_error_message(path: str, exc: Exception) -> str:
+def parse_error_message(path: str, exc: Exception, source: str | None = None) -> str:
     if isinstance(exc, cst.ParserSyntaxError):
-        return (
-            f"{path}:{exc.raw_line}:{exc.raw_column + 1}: cannot parse this file, not checked: {exc.message}"
-        )
+        line, column, message = exc.raw_line, exc.raw_column + 1, exc.message
+        if source is not None:
+            # libcst's parser reports the token where it gave up, often a line later; CPython's own
+            # parser names the line and column a person has to fix.
+            try:
+                compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            except SyntaxError as syntax:
+                if syntax.lineno:
+                    line, column, message = syntax.lineno, syntax.offset or 1, syntax.msg
+        return f"{path}:{line}:{column}: cannot parse this file, not checked: {message}"
     return f"{path}: cannot read this file, not checked: {exc}"
+
+
+def read_source(file: Path) -> tuple[str, str]:
+    """A file's text exactly as written (line endings kept) and the encoding it is in (PEP 263)."""
+    raw = file.read_bytes()
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    return raw.decode(encoding), encoding
 
 
 def check_paths(paths: Iterable[Path], config: Config | None = None) -> Report:
@@ -66,11 +83,12 @@ def check_paths(paths: Iterable[Path], config: Config | None = None) -> Report:
     report = Report()
     for file in iter_python_files(paths, config.exclude):
         name = file.as_posix()
+        source = None
         try:
-            source = file.read_text(encoding="utf-8")
+            source, _ = read_source(file)
             report.findings.extend(check_source(name, source, config))
-        except (cst.ParserSyntaxError, OSError, UnicodeDecodeError) as exc:
-            report.errors.append(FileError(name, parse_error_message(name, exc)))
+        except (cst.ParserSyntaxError, OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
+            report.errors.append(FileError(name, parse_error_message(name, exc, source)))
             continue
         report.files_checked += 1
     report.findings.sort()

@@ -16,7 +16,7 @@ from libcst.metadata import MetadataWrapper, QualifiedNameProvider
 
 from airflow_durable.lint import catalogue
 from airflow_durable.lint.catalogue import DropIn
-from airflow_durable.lint.context import FileContext
+from airflow_durable.lint.context import FileContext, replaces_execute
 from airflow_durable.lint.rules.split import Split, find_splits
 
 
@@ -34,14 +34,28 @@ class MigrationResult:
         return self.original != self.migrated
 
     def diff(self) -> str:
-        return "".join(
-            difflib.unified_diff(
-                self.original.splitlines(keepends=True),
-                self.migrated.splitlines(keepends=True),
-                fromfile=f"a/{self.path}",
-                tofile=f"b/{self.path}",
-            )
-        )
+        """A unified diff that ``git apply`` / ``patch`` accept: lines keep their own endings (CRLF
+        stays CRLF) and a last line without a newline is marked as such."""
+        out = []
+        for line in difflib.unified_diff(
+            _lines(self.original),
+            _lines(self.migrated),
+            fromfile=f"a/{self.path}",
+            tofile=f"b/{self.path}",
+        ):
+            if not line.endswith("\n"):
+                line += "\n\\ No newline at end of file\n"
+            out.append(line)
+        return "".join(out)
+
+
+def _lines(text: str) -> list[str]:
+    # str.splitlines() also splits on form feeds, \x1c-\x1e, \u2028...: git only splits on \n.
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
 
 
 def _dotted(name: str) -> cst.Attribute | cst.Name:
@@ -84,8 +98,9 @@ class _AttributeUses(cst.CSTVisitor):
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider,)
 
-    def __init__(self) -> None:
+    def __init__(self, skipped: frozenset[DropIn] = frozenset()) -> None:
         super().__init__()
+        self.skipped = skipped
         self.by_module: dict[str, list[DropIn]] = {}
         self.from_imported: set[str] = set()  # durable classes the rewritten from-imports will bind
 
@@ -97,13 +112,15 @@ class _AttributeUses(cst.CSTVisitor):
         if module and not isinstance(node.names, cst.ImportStar):
             for alias in node.names:
                 drop_in = catalogue.lookup(f"{module}.{cst.helpers.get_full_name_for_node(alias.name)}")
-                if drop_in and alias.asname is None:
+                if drop_in and drop_in not in self.skipped and alias.asname is None:
                     self.from_imported.add(drop_in.durable_class)
         return False
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         for q in self.get_metadata(QualifiedNameProvider, node, set()):
             drop_in = catalogue.lookup(q.name)
+            if drop_in in self.skipped:
+                continue
             if drop_in and drop_in not in self.by_module.setdefault(drop_in.provider_module, []):
                 self.by_module[drop_in.provider_module].append(drop_in)
 
@@ -111,12 +128,22 @@ class _AttributeUses(cst.CSTVisitor):
 class DurableTransformer(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (QualifiedNameProvider,)
 
-    def __init__(self, attribute_uses: dict[str, list[DropIn]], already_imported: set[str]) -> None:
+    def __init__(
+        self,
+        attribute_uses: dict[str, list[DropIn]],
+        already_imported: set[str],
+        skipped: frozenset[DropIn] = frozenset(),
+    ) -> None:
         super().__init__()
         self.attribute_uses = attribute_uses
         self.already_imported = already_imported
+        self.skipped = skipped  # drop-ins left alone in this file (see _execute_overrides)
         self.swapped: list[str] = []
         self.notes: list[str] = []
+
+    def _lookup(self, qualname: str) -> DropIn | None:
+        found = catalogue.lookup(qualname)
+        return None if found in self.skipped else found
 
     # Import statements are rewritten as whole lines (see leave_SimpleStatementLine); their names must
     # not be renamed as if they were uses.
@@ -128,7 +155,7 @@ class DurableTransformer(cst.CSTTransformer):
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         for q in self.get_metadata(QualifiedNameProvider, original_node, set()):
-            drop_in = catalogue.lookup(q.name)
+            drop_in = self._lookup(q.name)
             # Only a name that *is* the provider class (imported without an alias) is renamed; an alias
             # keeps pointing at the rewritten import, so its uses stay as written.
             if drop_in and original_node.value == drop_in.provider_class:
@@ -139,7 +166,7 @@ class DurableTransformer(cst.CSTTransformer):
         self, original_node: cst.Attribute, updated_node: cst.Attribute
     ) -> cst.BaseExpression:
         for q in self.get_metadata(QualifiedNameProvider, original_node, set()):
-            drop_in = catalogue.lookup(q.name)
+            drop_in = self._lookup(q.name)
             if drop_in:
                 return cst.Name(drop_in.durable_class)
         return updated_node
@@ -166,7 +193,9 @@ class DurableTransformer(cst.CSTTransformer):
         self, line: cst.SimpleStatementLine, stmt: cst.ImportFrom
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
         module = _module_name(stmt)
-        candidates = {d.provider_class: d for d in catalogue.BY_PROVIDER_MODULE.get(module or "", [])}
+        candidates = {
+            d.provider_class: d for d in catalogue.drop_ins_for_module(module or "") if d not in self.skipped
+        }
         if not candidates:
             return line
         if isinstance(stmt.names, cst.ImportStar):
@@ -222,7 +251,7 @@ class DurableTransformer(cst.CSTTransformer):
         added: list[cst.BaseStatement] = []
         for module in modules:
             by_target: dict[str, list[str]] = {}
-            for drop_in in self.attribute_uses.get(module, []):
+            for drop_in in self.attribute_uses.get(catalogue.current_module(module), []):
                 self.swapped.append(f"{module}.{drop_in.provider_class} -> {drop_in.durable_class}")
                 if drop_in.durable_class not in self.already_imported:
                     by_target.setdefault(drop_in.durable_module, []).append(drop_in.durable_class)
@@ -247,16 +276,37 @@ class DurableTransformer(cst.CSTTransformer):
 
 def migrate_source(path: str, source: str) -> MigrationResult:
     """Rewrite one file's source. Raises ``libcst.ParserSyntaxError`` when it does not parse."""
-    module = cst.parse_module(source)
-    wrapper = MetadataWrapper(module)
-    uses = _AttributeUses()
-    wrapper.visit(uses)
-    transformer = DurableTransformer(uses.by_module, set(uses.from_imported))
-    migrated = wrapper.visit(transformer).code
-    result = MigrationResult(path, source, migrated, transformer.swapped, transformer.notes)
     ctx = FileContext(path, source)
+    overrides = execute_overrides(ctx)
+    skipped = frozenset(drop_in for drop_in, _ in overrides)
+    wrapper = MetadataWrapper(ctx.module, unsafe_skip_copy=True)
+    uses = _AttributeUses(skipped)
+    wrapper.visit(uses)
+    transformer = DurableTransformer(uses.by_module, set(uses.from_imported), skipped)
+    migrated = wrapper.visit(transformer).code
+    notes = [
+        f"'{cls}' subclasses {drop_in.provider_class} and overrides execute(): a durable base would never "
+        f"run (execute() is where it reconnects), so {drop_in.provider_class} is left as it is in this "
+        f"file. Make '{cls}' call super().execute(context), then migrate, or keep it."
+        for drop_in, cls in overrides
+    ]
+    result = MigrationResult(path, source, migrated, transformer.swapped, notes + transformer.notes)
     result.split_suggestions = [split_suggestion(ctx, s) for s in find_splits(ctx)]
     return result
+
+
+def execute_overrides(ctx: FileContext) -> list[tuple[DropIn, str]]:
+    """(drop-in, class name) for each class here that subclasses a catalogue operator and replaces
+    ``execute`` without calling ``super().execute``: swapping its base would change nothing."""
+    out: list[tuple[DropIn, str]] = []
+    for node in ctx.walk():
+        if isinstance(node, cst.ClassDef) and replaces_execute(ctx, node):
+            for base in node.bases:
+                for q in ctx.qnames(base.value):
+                    drop_in = catalogue.lookup(q)
+                    if drop_in is not None:
+                        out.append((drop_in, node.name.value))
+    return out
 
 
 def split_suggestion(ctx: FileContext, split: Split) -> str:
@@ -303,6 +353,14 @@ def split_suggestion(ctx: FileContext, split: Split) -> str:
         f"    {split.submit.key} = {code}",
         f"    # remove '{split.sensor.task_id}' and make its downstream tasks depend on "
         f"'{split.submit.task_id}'.",
+        *(
+            [
+                f"    # and delete line {ctx.position(split.setting_node)[0]}: "
+                f"{ctx.code(split.setting_node).strip()}"
+            ]
+            if split.setting_node is not None
+            else []
+        ),
         "    # With a Triggerer: deferrable=True (above). No Triggerer and the job may hold a worker: "
         "deferrable=False.",
         f"    # No Triggerer, a long job and scarce worker slots: keep the split and give "

@@ -605,7 +605,8 @@ def s3b_triggerer_takeover(
         c.dag_id: c.wait(lambda c=c: (row := c.trigger_row()) and row[1], "the trigger assigned")
         for c in cases
     }
-    second = dep.add_triggerer()
+    second = "triggerer-2"
+    dep.start_component(second)
     known = set(first.values())
     new_id = cases[0].wait(
         lambda: next(

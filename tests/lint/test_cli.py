@@ -220,3 +220,19 @@ def test_colour_only_when_asked_for_a_terminal() -> None:
     )
     coloured = buffer.getvalue()
     assert "\x1b[" in coloured and "ADR002" in coloured and "[yellow]" not in coloured
+
+
+def test_parse_error_names_the_line_to_fix(tmp_path: Path) -> None:
+    # libcst gives up on the token after the error (line 5); the report names line 4, column 7.
+    (tmp_path / "broken.py").write_text("import os\n\n\ndef f(:\n    pass\n", encoding="utf-8")
+    code, out, _ = run("check", "broken.py", "--isolated", cwd=tmp_path)
+    assert code == 1
+    assert "error: broken.py:4:7: cannot parse this file, not checked: invalid syntax" in out
+
+
+def test_help_shows_the_pyproject_table_and_format_is_a_choice() -> None:
+    result = runner.invoke(_app(), ["check", "--help"], env={"COLUMNS": "200"})
+    assert "[tool.airflow-durable]" in result.stdout
+    assert "text" in result.stdout and "sarif" in result.stdout and "github" in result.stdout
+    code, _, err = run("check", "corpus", "--format", "xml")
+    assert code == 2 and "'xml' is not one of" in err

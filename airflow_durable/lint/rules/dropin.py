@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from airflow_durable.lint import catalogue
-from airflow_durable.lint.context import FileContext
+from airflow_durable.lint.context import FileContext, replaces_execute
 from airflow_durable.lint.findings import Finding
 
 MESSAGE = (
@@ -23,6 +23,8 @@ def check(ctx: FileContext) -> Iterator[Finding]:
         if isinstance(node, cst.Call):
             target = node.func
         elif isinstance(node, cst.ClassDef):
+            if replaces_execute(ctx, node):
+                continue  # a durable base would never run: migrate reports such a class instead
             for base in node.bases:
                 yield from _report(ctx, base.value, base)
             continue

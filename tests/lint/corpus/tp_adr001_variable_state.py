@@ -17,8 +17,8 @@ def variable_state():
 
     @task
     def count_rows():
-        rows = int(models.Variable.get("rows_loaded", default=0))  # expect: ADR001
-        models.Variable.set("rows_loaded", rows + 10)  # expect: ADR001
+        rows = int(models.Variable.get("rows_loaded", default=0))  # a counter across runs: not per-run
+        models.Variable.set("rows_loaded", rows + 10)  # expect: ADR002
 
     load_pages() >> count_rows()
 

@@ -1,0 +1,334 @@
+"""DESIGN.md §8, once, for every registered durable operator: where a logical job begins, where it ends,
+who owns it. The real-deployment proof of the same rules is in ``tests/e2e_runtime/test_logical_job.py``.
+
+Each cell plays the Airflow side as the harness does (``tests/harness.py``): a clear raises ``max_tries``
+and the run's ``clear_number``; a DAG run deleted and created again loses its state-store rows and starts
+at another instant; a try whose process lives on (zombie) keeps its operator object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import inspect
+from typing import Any
+
+import pytest
+
+from airflow_durable.engine import DurableToken
+from tests.conformance.systems import SystemCase
+from tests.harness import DURABLE, TaskRunner, record_state
+
+pytestmark = pytest.mark.skipif(
+    not DURABLE,
+    reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py",
+)
+
+PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
+
+
+def runner_for(case: SystemCase, emulator: Any, deferrable: bool, **overrides: Any) -> TaskRunner:
+    return TaskRunner(lambda: case.make(emulator, deferrable, **overrides))
+
+
+def job_ids(case: SystemCase, emulator: Any) -> list[Any]:
+    """Every job the system created (idempotent replays that returned an existing job excluded)."""
+    return [entry.external_id for entry in case.submissions(emulator)]
+
+
+def state_of(case: SystemCase, emulator: Any, external_id: Any) -> str:
+    """The job's state, by its id as the ledger holds it."""
+    return emulator.run(external_id).state
+
+
+def crash_once_submitted(runner: TaskRunner) -> Any:
+    """Try 1 submits, stores the id and dies (the worker is killed, or the user acts while it waits)."""
+    runner.store.crash_when(record_state("submitted"), before=False)
+    assert runner.run_try().state == "crashed"
+    return runner.store.data
+
+
+# --------------------------------------------------------------------------- where it begins
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_recreated_dag_run_never_receives_the_old_job(case, emulator, deferrable):
+    """The DAG run is deleted (its records go with it) and triggered again with the same run_id: the new
+    run's job is new, never the old run's (same task identity, generation 1 again)."""
+    runner = runner_for(case, emulator, deferrable)
+    assert runner.run().state == "success"
+    (old,) = job_ids(case, emulator)
+    runner.recreate_dag_run()
+    outcome = runner.run()
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and jobs[1] != old, jobs  # a new job ran: not the old run's result
+    assert case.reported(outcome) == jobs[1]
+    tokens = case.tokens(emulator)
+    assert tokens[0] != tokens[1]
+    assert runner.store.data[case.external_id_key]["generation"] == 1
+
+
+# --------------------------------------------------------------------------- where it ends
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_clear_while_the_job_runs_starts_a_new_job_and_cancels_the_old(case, emulator, deferrable):
+    """The user clears the task while its job runs (deferred, or polling): the new try never reconnects
+    to the old epoch's job; it cancels it and submits the next generation."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    runner.clear()
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and case.reported(outcome) == jobs[1] != old
+    assert state_of(case, emulator, old) == case.cancelled  # nothing left running untracked
+    record = runner.store.data[case.external_id_key]
+    assert record["generation"] == 2 and record["state"] == "done"
+    assert [h["decision"] for h in record["history"]][-1] == "new_epoch"
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_mark_then_clear_runs_the_job_again_even_if_the_old_one_succeeded(case, emulator, deferrable):
+    """Marked success while deferred (the trigger never reported), the job then succeeded, then cleared:
+    the clear runs the job again instead of returning the old job's result."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    emulator.set_state(old, case.succeeded)
+    runner.clear()
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and case.reported(outcome) == jobs[1]
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_clear_after_lowering_retries_runs_the_job_again(case, emulator, deferrable):
+    """retries 2 → 1 in the DAG, then a clear of the finished task: max_tries = try_number + retries is
+    the same number as before the clear, and still the clear is a new logical job."""
+    settings = {"retries": 2}
+    runner = TaskRunner(lambda: case.make(emulator, deferrable, **settings), retries=2)
+    assert runner.run().state == "success"
+    settings["retries"] = 1
+    before = runner.ti.max_tries
+    runner.clear(retries=1)
+    assert runner.ti.max_tries == before  # the collision that hid the clear
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert len(job_ids(case, emulator)) == 2
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_lowering_retries_between_two_retries_is_not_a_clear(case, emulator, deferrable):
+    """A DAG edit that lowers retries while a try waits for its retry keeps the logical job."""
+    emulator.lifecycle = case.lifecycle(active_reads=8)
+    settings = {"retries": 3}
+    runner = TaskRunner(lambda: case.make(emulator, deferrable, **settings), retries=3)
+    crash_once_submitted(runner)
+    settings["retries"] = 1
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert len(job_ids(case, emulator)) == 1  # reconnected
+
+
+# --------------------------------------------------------------------------- who owns it
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_zombie_try_does_not_cancel_the_job_its_retry_adopted(case, emulator, deferrable):
+    """Try 1 is frozen past the heartbeat timeout, try 2 adopts its job, then try 1 wakes up and is
+    killed: its on_kill must leave the job that try 2 tracks alone."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    zombie = runner.last_operator
+    claimed_by_try_2 = lambda value: isinstance(value, dict) and value.get("owner_try") == 2  # noqa: E731
+    runner.store.crash_when(claimed_by_try_2, before=False)
+    assert runner.run_try().state == "crashed"  # try 2 claimed the job, then waits (here: stops)
+    zombie.on_kill()
+    (job,) = job_ids(case, emulator)
+    assert state_of(case, emulator, job) != case.cancelled
+    emulator.lifecycle = case.lifecycle()
+    assert runner.run_try().state == "success"
+    assert job_ids(case, emulator) == [job]
+
+
+def _has_cancel_on_kill(case: SystemCase, emulator: Any) -> bool:
+    operator = case.make(emulator, True)
+    return "cancel_on_kill" in inspect.signature(type(operator).__mro__[2].__init__).parameters
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_cancel_on_kill_false_leaves_the_job_running_and_tracked(case, emulator, deferrable):
+    if not _has_cancel_on_kill(case, emulator):
+        pytest.skip(f"the provider operator of {case.id} has no cancel_on_kill switch")
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable, cancel_on_kill=False)
+    crash_once_submitted(runner)
+    runner.last_operator.on_kill()
+    (job,) = job_ids(case, emulator)
+    assert state_of(case, emulator, job) != case.cancelled
+    assert runner.store.data[case.external_id_key]["external_id"] == case.stored_id(job)
+
+
+# --------------------------------------------------------------------------- kill and timeout policy
+def _deferral(case: SystemCase, emulator: Any, runner: TaskRunner, **overrides: Any) -> tuple[Any, Any]:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    operator = case.make(emulator, True, **overrides)
+    runner.ti.try_number += 1
+    context = runner.context()
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(context)
+    return operator, deferred.value
+
+
+def test_a_deferral_ends_at_the_execution_timeout(case, emulator):
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, True)
+    runner.ti.start_date = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=20)
+    _, deferred = _deferral(case, emulator, runner, execution_timeout=dt.timedelta(seconds=30))
+    assert deferred.timeout is not None and deferred.timeout <= dt.timedelta(seconds=10)
+
+
+def test_execution_timeout_while_deferred_cancels_the_job(case, emulator):
+    from airflow.sdk.exceptions import TaskDeferralTimeout
+
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, True)
+    runner.ti.start_date = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
+    _deferral(case, emulator, runner, execution_timeout=dt.timedelta(seconds=30))
+    (job,) = job_ids(case, emulator)
+    resumed = case.make(emulator, True, execution_timeout=dt.timedelta(seconds=30))
+    with pytest.raises(TaskDeferralTimeout):
+        resumed.resume_execution("__fail__", {"error": "Trigger timeout"}, runner.context())
+    assert state_of(case, emulator, job) == case.cancelled
+
+
+def test_the_providers_own_wait_limit_leaves_the_job_tracked(case, emulator):
+    from airflow.sdk.exceptions import TaskDeferralTimeout
+
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, True)
+    _deferral(case, emulator, runner)
+    (job,) = job_ids(case, emulator)
+    resumed = case.make(emulator, True)
+    with pytest.raises(TaskDeferralTimeout):
+        resumed.resume_execution("__fail__", {"error": "Trigger timeout"}, runner.context())
+    assert state_of(case, emulator, job) != case.cancelled
+    emulator.set_state(job, case.succeeded)
+    assert runner.run_try().state == "success"
+    assert job_ids(case, emulator) == [job]  # the next try found the tracked job
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_resent_token_answered_by_an_ended_job_submits_the_next_generation_in_the_same_try(
+    case, emulator, deferrable
+):
+    """Try 1 submitted and died before storing the id; the job was cancelled since (e.g. by a cleanup):
+    the retry's resent token returns that ended job, and the same try goes on with generation 2."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    runner.store.crash_when(record_state("submitted"), before=True)
+    assert runner.run_try().state == "crashed"
+    (old,) = job_ids(case, emulator)
+    emulator.set_state(old, case.cancelled)
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and case.reported(outcome) == jobs[1]
+    assert runner.store.data[case.external_id_key]["generation"] == 2
+
+
+# --------------------------------------------------------------------------- drop-in fidelity
+@pytest.mark.parametrize("store", [None, object(), {"not": "a store"}], ids=["none", "object", "dict"])
+def test_a_context_without_a_usable_state_store_runs_non_durable_with_one_warning(
+    case, emulator, store, caplog, capsys
+):
+    runner = runner_for(case, emulator, False)
+    runner.store = None  # type: ignore[assignment]
+    context = runner.context()
+    context["task_state_store"] = store
+    runner.ti.try_number = 1
+    operator = case.make(emulator, False)
+    context["task"] = operator
+    operator.execute(context)
+    (entry,) = case.submissions(emulator)
+    assert not case.is_durable_token(entry.token)
+    captured = capsys.readouterr()
+    text = caplog.text + captured.out + captured.err
+    assert text.count("no usable task_state_store") == 1
+
+
+def _upstream_key(case: SystemCase, emulator: Any) -> str | None:
+    return type(case.make(emulator, False))._upstream_external_id_key()
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_running_job_stored_by_the_provider_operator_is_adopted(case, emulator, deferrable):
+    key = _upstream_key(case, emulator)
+    if key is None:
+        pytest.skip(f"the provider operator of {case.id} stores no job id (no ResumableJobMixin)")
+    emulator.lifecycle = case.lifecycle(active_reads=8)
+    runner = runner_for(case, emulator, deferrable)
+    data = crash_once_submitted(runner)
+    # What the provider operator's try 1 would have left: its own key, none of ours.
+    data[key] = data.pop(case.external_id_key)["external_id"]
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    (job,) = job_ids(case, emulator)
+    assert case.reported(outcome) == job
+
+
+# --------------------------------------------------------------------------- the trigger on kill
+class _SupervisorComms:
+    """Airflow's supervisor channel as a trigger sees it: answers GetTaskStates."""
+
+    def __init__(self, state: str | None) -> None:
+        self.state = state
+        self.asked: list[Any] = []
+
+    def send(self, message: Any) -> Any:
+        from airflow.sdk.execution_time.comms import TaskStatesResult
+
+        self.asked.append(message)
+        return TaskStatesResult(task_states={message.run_ids[0]: {message.task_ids[0]: self.state}})
+
+
+@pytest.mark.parametrize("state", ["deferred", "success", None], ids=["reassigned", "marked", "cleared"])
+def test_the_trigger_cancels_on_kill_only_when_the_task_stopped_waiting(case, emulator, state, monkeypatch):
+    from airflow.sdk.execution_time import task_runner
+    from airflow.triggers.base import BaseTrigger
+
+    from airflow_durable.triggers.owned import DurableOwnedTrigger
+
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, True)
+    _, deferred = _deferral(case, emulator, runner)
+    trigger = deferred.trigger
+    assert isinstance(trigger, DurableOwnedTrigger)
+    classpath, kwargs = trigger.serialize()
+    rebuilt = DurableOwnedTrigger(**kwargs)  # the triggerer rebuilds it from its row
+    comms = _SupervisorComms(state)
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
+    for name, value in getattr(emulator, "aio_environ", dict)().items():
+        monkeypatch.setenv(name, value)  # BigQuery: the trigger's async cancel reads another endpoint form
+    asyncio.run(rebuilt.on_kill())
+    (job,) = job_ids(case, emulator)
+    assert comms.asked, "the trigger did not ask whether the task still waits"
+    provider_cancels = type(rebuilt.inner).on_kill is not BaseTrigger.on_kill
+    if state == "deferred" or not provider_cancels:
+        # Reassigned to another triggerer (apache/airflow#73454), or a provider trigger without on_kill.
+        assert state_of(case, emulator, job) != case.cancelled
+    else:
+        # A user ended the task (marked, or cleared): the provider trigger's own on_kill runs, as upstream.
+        assert state_of(case, emulator, job) == case.cancelled
+
+
+def test_durable_tokens_differ_per_lifetime_and_repeat_within_one():
+    first = DurableToken.for_task_instance("d", "r", "t", -1, 1, "a")
+    assert first == DurableToken.for_task_instance("d", "r", "t", -1, 1, "a")
+    assert first != DurableToken.for_task_instance("d", "r", "t", -1, 1, "b")
+    assert len(first.text) <= 64

@@ -1,0 +1,166 @@
+"""The reliability matrix of the runtime tier: which fault, on which operator, on which path.
+
+Shared by the DAG file (``matrix_dags/runtime_matrix.py``, parsed by the Airflow components), the
+emulator runner (a subprocess per system) and the tests. Imports nothing from Airflow.
+
+A *cell* is one DAG run: ``(system, fault, side, path)``. Its DAG id ``rt_<system>_<fault>_<side>_<path>``
+names it; no DAG id is a substring of another (the emulators find a DAG's jobs by its id in the job's
+name, SQL comment or run name).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from dataclasses import dataclass
+
+#: system key -> (title, upstream operator, durable operator, task id)
+SYSTEMS: dict[str, tuple[str, str, str]] = {
+    "databricks": ("Databricks", "DatabricksSubmitRunOperator", "DurableDatabricksSubmitRunOperator"),
+    "snowflake": ("Snowflake", "SnowflakeSqlApiOperator", "DurableSnowflakeSqlApiOperator"),
+    "bigquery": ("BigQuery", "BigQueryInsertJobOperator", "DurableBigQueryInsertJobOperator"),
+    "dbtcloud": ("dbt Cloud", "DbtCloudRunJobOperator", "DurableDbtCloudRunJobOperator"),
+    "redshift": ("Redshift Data", "RedshiftDataOperator", "DurableRedshiftDataOperator"),
+    "batch": ("AWS Batch", "BatchOperator", "DurableBatchOperator"),
+    "emreks": ("EMR on EKS", "EmrContainerOperator", "DurableEmrContainerOperator"),
+}
+#: The systems whose connection is an AWS one (each gets its own ``aws_<system>`` connection: every
+#: AWS emulator is its own moto server).
+AWS_SYSTEMS = ("redshift", "batch", "emreks")
+TASK_ID = "job"
+SIDES = ("upstream", "durable")
+PATHS = ("deferrable", "sync")
+
+
+@dataclass(frozen=True)
+class Fault:
+    key: str
+    title: str
+    #: The paths this fault applies to.
+    paths: tuple[str, ...]
+    #: Only meaningful with the CeleryExecutor / several triggerers.
+    needs: str = ""
+    #: Depends on engine work not on main yet: the test is xfail(strict=False) with this reason.
+    pending: str = ""
+
+
+FAULTS: dict[str, Fault] = {
+    f.key: f
+    for f in (
+        Fault(
+            "workerkill",
+            "SIGKILL supervisor + task right after submit (worker death)",
+            ("deferrable", "sync"),
+        ),
+        Fault("taskkill", "SIGKILL the task process mid-poll", ("sync",)),
+        Fault(
+            "supkill",
+            "SIGKILL only the supervisor after submit: try 1 runs on beside try 2",
+            ("deferrable", "sync"),
+        ),
+        Fault(
+            "celerykill",
+            "SIGKILL every Celery worker (main process + pool) after submit, then start them again",
+            ("deferrable",),
+            needs="celery",
+        ),
+        Fault(
+            "trigkill",
+            "SIGKILL one of two triggerers mid-deferral: the other takes the trigger over",
+            ("deferrable",),
+            needs="triggerers",
+            pending="issue 11 (logical job: trigger takeover accounting) is not on main yet",
+        ),
+        Fault(
+            "schedrestart",
+            "SIGKILL the scheduler mid-run, start a new one",
+            ("deferrable",),
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    system: str
+    fault: str
+    side: str
+    path: str
+
+    @property
+    def dag_id(self) -> str:
+        return f"rt_{self.system}_{self.fault}_{self.side}_{self.path}"
+
+    @property
+    def operator(self) -> str:
+        _, upstream, durable = SYSTEMS[self.system]
+        return durable if self.side == "durable" else upstream
+
+
+def cells(faults: tuple[str, ...] | None = None, systems: tuple[str, ...] | None = None) -> list[Cell]:
+    """Every cell of ``faults`` x ``systems`` (default: all), both sides, each fault's paths."""
+    out = []
+    for fault in faults or tuple(FAULTS):
+        for system in systems or tuple(SYSTEMS):
+            for path in FAULTS[fault].paths:
+                for side in SIDES:
+                    out.append(Cell(system, fault, side, path))
+    return out
+
+
+def parse_dag_id(dag_id: str) -> Cell:
+    _, system, fault, side, path = dag_id.split("_")
+    return Cell(system, fault, side, path)
+
+
+def dbt_job_id(dag_id: str) -> int:
+    """The dbt Cloud job a DAG triggers: one per DAG, so the emulator tells their runs apart."""
+    return 10_000 + int(hashlib.sha256(dag_id.encode()).hexdigest()[:6], 16) % 890_000
+
+
+#: Environment variable listing the DAG ids the DAG file defines (comma-separated; unset: every cell).
+CELLS_ENV = "AFD_RT_CELLS"
+
+
+def selected_dag_ids() -> list[str]:
+    raw = os.environ.get(CELLS_ENV, "")
+    return [d for d in raw.split(",") if d] if raw else [c.dag_id for c in cells()]
+
+
+#: Which systems a run covers (see :func:`selected_systems`).
+GROUP_ENV = "AFD_RT_GROUP"
+#: Groups of systems when the commit picks one (CI): each push runs one, ``make reliability`` all.
+CI_GROUPS = 7
+
+
+def _commit() -> str:
+    try:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def selected_systems(raw: str | None = None, commit: str | None = None) -> tuple[str, ...]:
+    """The systems a run covers, from ``AFD_RT_GROUP``: ``all``, ``<i>/<n>`` (group i of n), a comma
+    list of systems, or unset/empty: the group of :data:`CI_GROUPS` that the commit hash picks."""
+    raw = os.environ.get(GROUP_ENV, "") if raw is None else raw
+    names = tuple(SYSTEMS)
+    if raw == "all":
+        return names
+    if raw and "/" not in raw:
+        unknown = set(raw.split(",")) - set(names)
+        if unknown:
+            raise ValueError(f"{GROUP_ENV}: unknown systems {sorted(unknown)}; known: {', '.join(names)}")
+        return tuple(raw.split(","))
+    if raw:
+        index, count = (int(x) for x in raw.split("/"))
+    else:
+        commit = _commit() if commit is None else commit
+        index, count = (int(commit[:8], 16) if commit else 0) % CI_GROUPS, CI_GROUPS
+    if not 0 <= index < count:
+        raise ValueError(f"{GROUP_ENV}={raw!r}: the group index must be in 0..{count - 1}")
+    return names[index::count]

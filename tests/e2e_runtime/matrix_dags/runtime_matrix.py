@@ -1,0 +1,149 @@
+"""The runtime tier's DAGs: one DAG per matrix cell (``tests/e2e_runtime/matrix.py``), one task each.
+
+The upstream side runs the provider's operator, the durable side its drop-in, with the same arguments
+(the demo's, ``airflow_durable/demo/dags``), deferrable or not per the cell's path. Only the cells the
+test selected (``AFD_RT_CELLS``) are defined, to keep parsing cheap for every task process.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG
+
+from tests.e2e_runtime.matrix import TASK_ID, parse_dag_id, selected_dag_ids
+
+
+def _classes(system: str) -> tuple[type, type]:
+    # Imported per system: a DAG file of Databricks cells never imports Google's libraries.
+    if system == "databricks":
+        from airflow.providers.databricks.operators.databricks import DatabricksSubmitRunOperator
+
+        from airflow_durable.operators.databricks import DurableDatabricksSubmitRunOperator
+
+        return DatabricksSubmitRunOperator, DurableDatabricksSubmitRunOperator
+    if system == "snowflake":
+        from airflow.providers.snowflake.operators.snowflake import SnowflakeSqlApiOperator
+
+        from airflow_durable.operators.snowflake import DurableSnowflakeSqlApiOperator
+
+        return SnowflakeSqlApiOperator, DurableSnowflakeSqlApiOperator
+    if system == "bigquery":
+        from airflow.providers.google.cloud.operators.bigquery import BigQueryInsertJobOperator
+
+        from airflow_durable.operators.bigquery import DurableBigQueryInsertJobOperator
+
+        return BigQueryInsertJobOperator, DurableBigQueryInsertJobOperator
+    if system == "dbtcloud":
+        from airflow.providers.dbt.cloud.operators.dbt import DbtCloudRunJobOperator
+
+        from airflow_durable.operators.dbt_cloud import DurableDbtCloudRunJobOperator
+
+        return DbtCloudRunJobOperator, DurableDbtCloudRunJobOperator
+    if system == "redshift":
+        from airflow.providers.amazon.aws.operators.redshift_data import RedshiftDataOperator
+
+        from airflow_durable.operators.redshift import DurableRedshiftDataOperator
+
+        return RedshiftDataOperator, DurableRedshiftDataOperator
+    if system == "batch":
+        from airflow.providers.amazon.aws.operators.batch import BatchOperator
+
+        from airflow_durable.operators.batch import DurableBatchOperator
+
+        return BatchOperator, DurableBatchOperator
+    if system == "emreks":
+        from airflow.providers.amazon.aws.operators.emr import EmrContainerOperator
+
+        from airflow_durable.operators.emr import DurableEmrContainerOperator
+
+        return EmrContainerOperator, DurableEmrContainerOperator
+    raise ValueError(f"unknown system {system!r}")
+
+
+def _arguments(system: str, dag_id: str, deferrable: bool) -> dict[str, Any]:
+    if system == "databricks":
+        return {
+            "json": {
+                "run_name": dag_id,
+                "new_cluster": {"spark_version": "15.4.x-scala2.12", "num_workers": 1},
+                "notebook_task": {"notebook_path": "/Shared/etl"},
+            },
+            "polling_period_seconds": 1,
+            "databricks_retry_limit": 2,
+            "databricks_retry_delay": 0.2,
+        }
+    if system == "snowflake":
+        return {
+            "snowflake_conn_id": "snowflake_default",
+            "sql": f"insert into analytics.orders_daily select * from raw.orders /* {dag_id} */",
+            "statement_count": 1,
+            "poll_interval": 1,
+        }
+    if system == "bigquery":
+        return {
+            "gcp_conn_id": "google_cloud_default",
+            "configuration": {
+                "query": {"query": f"SELECT COUNT(*) FROM `shop.orders` -- {dag_id}", "useLegacySql": False}
+            },
+            "poll_interval": 1.0,
+        }
+    if system == "dbtcloud":
+        from tests.e2e_runtime.matrix import dbt_job_id
+
+        return {
+            "dbt_cloud_conn_id": "dbt_cloud_default",
+            "job_id": dbt_job_id(dag_id),
+            "trigger_reason": f"nightly models ({dag_id})",
+            "check_interval": 1,
+            "timeout": 600,
+        }
+    if system == "redshift":
+        return {
+            "aws_conn_id": "aws_redshift",
+            "cluster_identifier": "analytics",
+            "database": "dev",
+            "sql": f"insert into sales select * from staging_sales /* {dag_id} */",
+            "poll_interval": 1,
+        }
+    if system == "batch":
+        return {
+            "aws_conn_id": "aws_batch",
+            "job_name": dag_id,
+            "job_queue": "emulator-queue",
+            "job_definition": "emulator-job-def",
+            "container_overrides": {"command": ["python", "etl.py"]},
+            "poll_interval": 1,
+        }
+    if system == "emreks":
+        return {
+            "aws_conn_id": "aws_emreks",
+            "name": dag_id,
+            "virtual_cluster_id": "{{ var.value.afd_rt_emr_virtual_cluster_id }}",
+            "execution_role_arn": "arn:aws:iam::123456789012:role/emr-on-eks-job",
+            "release_label": "emr-7.1.0-latest",
+            "job_driver": {"sparkSubmitJobDriver": {"entryPoint": "s3://my-bucket/jobs/etl.py"}},
+            "poll_interval": 1,
+        }
+    raise ValueError(f"unknown system {system!r}")
+
+
+for _dag_id in selected_dag_ids():
+    _cell = parse_dag_id(_dag_id)
+    _upstream, _durable = _classes(_cell.system)
+    with DAG(
+        dag_id=_dag_id,
+        schedule=None,
+        start_date=datetime(2026, 1, 1),
+        catchup=False,
+        tags=["airflow-durable", "runtime-matrix"],
+    ) as _dag:
+        (_durable if _cell.side == "durable" else _upstream)(
+            task_id=TASK_ID,
+            deferrable=_cell.path == "deferrable",
+            retries=2,
+            retry_delay=timedelta(seconds=2),
+            **_arguments(_cell.system, _dag_id, _cell.path == "deferrable"),
+        )
+    globals()[_dag_id] = _dag

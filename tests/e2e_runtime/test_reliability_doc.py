@@ -1,0 +1,64 @@
+"""Fast checks of the reliability report (no deployment): the committed page is what the committed
+results render to, the committed durable cells keep the promise, and the CI group selection covers
+every system. Runs in ``make test``; the matrix itself is ``make runtime-tier`` / ``make reliability``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e_runtime import reliability_report
+from tests.e2e_runtime.matrix import CI_GROUPS, FAULTS, SYSTEMS, cells, selected_systems
+
+
+def _committed() -> dict:
+    return json.loads(reliability_report.RESULTS.read_text())
+
+
+def test_reliability_page_is_not_stale() -> None:
+    """docs/reliability.md must be regenerated whenever docs/reliability.json changes."""
+    page = reliability_report.render(_committed())
+    assert reliability_report.PAGE.read_text() == page, (
+        "docs/reliability.md is stale: run `python -m tests.e2e_runtime.reliability_report` "
+        "(or `make reliability`)"
+    )
+
+
+def test_every_cell_ran_on_postgres_and_celery() -> None:
+    """Every cell of the matrix has a recorded result on PostgreSQL + CeleryExecutor."""
+    entry = _committed()["configurations"]["postgres+celery"]
+    assert entry["environment"]["executor"] == "CeleryExecutor"
+    assert entry["environment"]["database"].startswith("PostgreSQL")
+    missing = [c.dag_id for c in cells() if c.dag_id not in entry["cells"]]
+    assert not missing, f"cells never run on PostgreSQL + Celery: {missing}"
+
+
+def test_committed_durable_cells_keep_the_promise() -> None:
+    """No measured durable cell is committed broken, except under a fault still pending engine work.
+
+    A cell the harness could not drive to its end carries an ``error`` and is reported as "not
+    measured" on the page; the matrix test itself fails on those when they run."""
+    cells_ = _committed()["configurations"]["postgres+celery"]["cells"]
+    broken = [
+        (d, c["jobs"], c["final_state"], c["untracked"])
+        for d, c in cells_.items()
+        if c["side"] == "durable"
+        and not c["error"]
+        and not c["durable_ok"]
+        and not FAULTS[c["fault"]].pending
+    ]
+    assert not broken, broken
+
+
+def test_group_selection() -> None:
+    """Every system is in exactly one CI group; ``all`` and explicit lists work; bad input is refused."""
+    groups = [selected_systems(f"{i}/{CI_GROUPS}") for i in range(CI_GROUPS)]
+    assert sorted(s for g in groups for s in g) == sorted(SYSTEMS)
+    assert selected_systems("all") == tuple(SYSTEMS)
+    assert selected_systems("databricks,batch") == ("databricks", "batch")
+    assert selected_systems("", commit="0000000a") == groups[10 % CI_GROUPS]
+    with pytest.raises(ValueError, match="unknown systems"):
+        selected_systems("databricks,nope")
+    with pytest.raises(ValueError, match="group index"):
+        selected_systems(f"{CI_GROUPS}/{CI_GROUPS}")

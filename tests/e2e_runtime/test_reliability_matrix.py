@@ -1,0 +1,125 @@
+"""The reliability matrix on PostgreSQL + CeleryExecutor + two triggerers: every system, faults that
+kill real Airflow processes, upstream and durable side by side in the same deployment.
+
+One deployment serves the whole module (its cells run concurrently, a phase at a time). Which
+systems run is chosen by ``AFD_RT_GROUP`` (see :func:`selected_systems`): ``all`` (``make
+reliability``), ``<i>/<n>`` (group i of n), or unset: one group of :data:`CI_GROUPS`, picked by the
+commit hash, so that every push runs a share and consecutive pushes cover the matrix.
+
+Each durable cell must keep the promise — one job on the service, the task ``success`` with the
+provider's XComs, no job left running untracked — and must not do worse than the committed results
+(``docs/reliability.json``). The upstream cells are measured, not judged. With ``AFD_RT_RESULTS=<path>``
+every cell's outcome is merged into that JSON file (``make reliability`` renders docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import airflow
+import pytest
+
+if int(airflow.__version__.split(".")[0]) < 3:
+    pytest.skip("the runtime tier drives Airflow 3.x components", allow_module_level=True)
+
+from airflow_durable import shims  # noqa: E402
+from tests.e2e_runtime.conftest import SUMMARIES  # noqa: E402
+from tests.e2e_runtime.matrix import FAULTS, Cell, cells, selected_systems  # noqa: E402
+from tests.e2e_runtime.tier import RESULTS_ENV, CellResult, Tier, committed_cell, write_results  # noqa: E402
+
+pytestmark = [
+    pytest.mark.runtime,
+    pytest.mark.reliability,
+    pytest.mark.skipif(not shims.DURABLE_RUNTIME, reason="the matrix measures the durable runtime (3.3+)"),
+]
+
+CONFIG = {"database": "postgres", "executor": "celery", "triggerers": 2}
+CONFIG_KEY = "postgres+celery"
+PHASES = {
+    "pertask": ("workerkill", "taskkill", "supkill"),
+    "celerykill": ("celerykill",),
+    "trigkill": ("trigkill",),
+    "schedrestart": ("schedrestart",),
+}
+
+
+SYSTEMS_RUN = selected_systems()
+
+
+@pytest.fixture(scope="module")
+def tier() -> Iterator[Tier]:
+    started = time.monotonic()
+    with Tier(cells(systems=SYSTEMS_RUN), **CONFIG) as t:
+        SUMMARIES.append(
+            {
+                "scenario": f"matrix deployment start ({', '.join(SYSTEMS_RUN)})",
+                "seconds": time.monotonic() - started,
+            }
+        )
+        yield t
+    assert not t.dep or not t.dep.stray_pids(), "a deployment process outlived the tier"
+
+
+def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> None:
+    path = os.environ.get(RESULTS_ENV)
+    if path:
+        write_results(Path(path), CONFIG_KEY, tier.describe(), results)
+    by_id = {r.dag_id: r for r in results}
+    missing = [c.dag_id for c in phase_cells if c.dag_id not in by_id]
+    assert not missing, f"cells without a result: {missing}"
+    problems = []
+    for r in results:
+        SUMMARIES.append(
+            {
+                "scenario": f"{r.system}/{r.fault}/{r.path}",
+                "operator": r.side,
+                "submissions": r.jobs,
+                "tries": r.tries,
+                "seconds": r.seconds,
+                "final": r.final_state,
+                "untracked": r.untracked,
+                **({"error": r.error} if r.error else {}),
+            }
+        )
+        if r.side == "upstream":
+            continue  # measured, not judged (a harness error shows as "not measured" in the report)
+        before = committed_cell(CONFIG_KEY, r.dag_id)
+        if not r.durable_ok and (before is None or before.get("durable_ok")):
+            # A regression against the committed results (or a new cell that does not keep the promise).
+            # A cell committed as not measured/broken is reported, and fails once it was committed ok.
+            why = " — a regression: the committed result kept the promise" if before else ""
+            problems.append(
+                f"{r.dag_id}: jobs={r.jobs} final={r.final_state} untracked={r.untracked} tries={r.tries} "
+                f"error={r.error!r}{why}\n{tier.task_logs(r.dag_id)[-4000:]}"
+            )
+        elif (
+            r.durable_ok
+            and before
+            and before.get("xcom_keys")
+            and set(before["xcom_keys"]) - set(r.xcom_keys)
+        ):
+            problems.append(f"{r.dag_id}: lost XComs {set(before['xcom_keys']) - set(r.xcom_keys)}")
+    # Same operator, same results: a durable cell pushes the XComs its upstream twin pushes.
+    for r in results:
+        twin = by_id.get(r.dag_id.replace("_durable_", "_upstream_"))
+        if r.side == "durable" and twin and twin.final_state == "success" and r.final_state == "success":
+            if set(twin.xcom_keys) - set(r.xcom_keys):
+                problems.append(
+                    f"{r.dag_id}: XComs {set(twin.xcom_keys) - set(r.xcom_keys)} missing vs upstream"
+                )
+    if problems:
+        pending = {FAULTS[c.fault].pending for c in phase_cells if FAULTS[c.fault].pending}
+        if pending:
+            pytest.xfail("; ".join(sorted(pending)) + "\n" + "\n".join(problems))
+        pytest.fail("\n\n".join(problems))
+
+
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_matrix_phase(tier: Tier, phase: str) -> None:
+    """Run one phase's cells for the selected systems in the shared deployment and judge them."""
+    phase_cells = cells(faults=PHASES[phase], systems=SYSTEMS_RUN)
+    results = tier.run_phase(phase_cells)
+    _check(tier, results, phase_cells)

@@ -1,0 +1,398 @@
+"""The runtime tier's driver: one real deployment per configuration, many matrix cells at once.
+
+:class:`Tier` starts every needed system's emulator out of process (``emulator_runner``), then one
+:class:`~airflow_durable.demo.deployment.Deployment` whose DAG file defines exactly the selected cells.
+:meth:`Tier.run_phase` triggers a set of cells (a bounded number in flight), injects each cell's fault
+at the right moment, lets the jobs finish once the retry (or the surviving component) is waiting on
+them, and reads the outcome from the emulator's ledger and Airflow's metadata DB.
+
+A cell's outcome (:class:`CellResult`) is what ``docs/reliability.md`` tabulates: jobs the service
+started, the task's final state, jobs left running that nothing tracks, the provider's XCom keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_durable.demo.deployment import Deployment
+from tests.e2e_runtime.emulator_runner import EmulatorProcess, merge_environments
+from tests.e2e_runtime.matrix import CELLS_ENV, FAULTS, TASK_ID, Cell
+
+MATRIX_DAGS = Path(__file__).resolve().parent / "matrix_dags"
+#: How long the emulator holds try 1's first status read after its submit (the fault comes first).
+HOLD_SECONDS = 90.0
+#: A cell's budget from trigger to the end of its DAG run.
+CELL_BUDGET = 420.0
+#: How long a DAG run may take to end once its jobs finished.
+END_BUDGET = 90.0
+#: Faster detection of dead workers, schedulers and triggerers than the defaults (minutes).
+SETTINGS = {
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",  # generous: a loaded 2-core CI
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
+    "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
+    "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "10",
+    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "10",
+    "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
+    "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
+}
+
+
+@dataclass
+class CellResult:
+    """What one cell measured (a row of ``docs/reliability.md``)."""
+
+    dag_id: str
+    system: str
+    fault: str
+    side: str
+    path: str
+    operator: str
+    #: Jobs the service started for this DAG run.
+    jobs: int = 0
+    #: Submit calls that reached the service (idempotent replays included).
+    submissions: int = 0
+    #: Jobs still running, other than the one the task waited on, when the test let the jobs finish.
+    untracked: int = 0
+    final_state: str | None = None
+    tries: list[list[Any]] = field(default_factory=list)
+    xcom_keys: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    #: Why the cell could not be driven to the end (``""``: it was).
+    error: str = ""
+
+    @property
+    def durable_ok(self) -> bool:
+        """The promise: one job, success, nothing left running untracked."""
+        return not self.error and self.jobs == 1 and self.final_state == "success" and self.untracked == 0
+
+
+@dataclass
+class _Run:
+    cell: Cell
+    emulator: EmulatorProcess
+    run_id: str = ""
+    stage: str = "pending"
+    started: float = 0.0
+    #: The try that was running (and held) when the fault struck; the retry is any later one.
+    kill_try: int = 0
+    baseline_jobs: int = 0
+    baseline_reads: int = 0
+    running_at_finish: int = 0
+    finished_at: float = 0.0
+    result: CellResult | None = None
+
+
+class Tier:
+    """One deployment (``database``/``executor``/``triggerers``) serving ``cells``; a context manager."""
+
+    def __init__(
+        self,
+        cells: Iterable[Cell],
+        *,
+        database: str = "postgres",
+        executor: str = "celery",
+        triggerers: int = 2,
+        celery_workers: int = 2,
+        worker_concurrency: int = 4,
+    ) -> None:
+        self.cells = list(cells)
+        self.config = {"database": database, "executor": executor, "triggerers": triggerers}
+        self.deployment_args = dict(
+            database=database,
+            executor=executor,
+            triggerers=triggerers,
+            celery_workers=celery_workers,
+            worker_concurrency=worker_concurrency,
+        )
+        self.tmp = Path(tempfile.mkdtemp(prefix="afd-runtime-tier-"))
+        self.emulators: dict[str, EmulatorProcess] = {}
+        self.dep: Deployment | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> Tier:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 240) -> None:
+        systems = sorted({c.system for c in self.cells})
+        for system in systems:
+            dag_ids = [c.dag_id for c in self.cells if c.system == system]
+            self.emulators[system] = EmulatorProcess(system, dag_ids, self.tmp)
+        env = merge_environments([e.call("env") for e in self.emulators.values()], self.tmp)
+        env.update(SETTINGS)
+        env[CELLS_ENV] = ",".join(c.dag_id for c in self.cells)
+        self.dep = Deployment(dags_folder=MATRIX_DAGS, extra_env=env, **self.deployment_args)
+        self.dep.start(dag_ids=[c.dag_id for c in self.cells], timeout=timeout)
+
+    def stop(self) -> None:
+        try:
+            if self.dep is not None:
+                self.dep.stop(grace=5)
+        finally:
+            for emulator in self.emulators.values():
+                emulator.stop()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def describe(self) -> dict[str, Any]:
+        assert self.dep is not None
+        import importlib.metadata
+
+        version = self.dep.query("SHOW server_version") if self.dep.database == "postgres" else []
+        return {
+            "airflow": importlib.metadata.version("apache-airflow"),
+            "database": (f"PostgreSQL {str(version[0][0]).split()[0]}" if version else "SQLite"),
+            "executor": "CeleryExecutor" if self.dep.executor == "celery" else "LocalExecutor",
+            "triggerers": self.dep.triggerers,
+            "celery_workers": self.dep.celery_workers,
+        }
+
+    # ------------------------------------------------------------------ reading
+    def _ti(self, run: _Run) -> Any:
+        assert self.dep is not None
+        return self.dep.task_instance(run.cell.dag_id, run.run_id, TASK_ID)
+
+    def _states(self, runs: list[_Run]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        by_system: dict[str, list[str]] = {}
+        for run in runs:
+            by_system.setdefault(run.cell.system, []).append(run.cell.dag_id)
+        for system, dag_ids in by_system.items():
+            out.update(self.emulators[system].call("state", dag_ids=dag_ids))
+        return out
+
+    # ------------------------------------------------------------------ faults
+    def _kill(self, pids: Iterable[int | None]) -> None:
+        for pid in pids:
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def _per_task_fault(self, run: _Run, ti: Any) -> bool:
+        """Kill what the cell's fault kills in try 1's worker; False if its processes are not found yet."""
+        assert self.dep is not None
+        task = self.dep.task_pid(ti.id)
+        supervisor = self.dep.supervisor_pid(task) if task else None
+        if not task or not supervisor:
+            return False
+        fault = run.cell.fault
+        if fault == "workerkill":
+            self._kill([supervisor, task])
+        elif fault == "taskkill":
+            self._kill([task])
+        elif fault == "supkill":
+            self._kill([supervisor])
+        else:
+            raise AssertionError(fault)
+        return True
+
+    def _global_fault(self, fault: str) -> None:
+        assert self.dep is not None
+        dep = self.dep
+        if fault == "celerykill":
+            workers = [c for c in dep.components if c.startswith("celery-worker-")]
+            for name in workers:  # the whole tree: main process, pool, supervisors, task processes
+                dep.kill_component(name, tree=True)
+            for name in workers:
+                dep.start_component(name)
+        elif fault == "trigkill":
+            dep.kill_component("triggerer")
+        elif fault == "schedrestart":
+            dep.kill_component("scheduler")
+            time.sleep(2)
+            dep.start_component("scheduler")
+        else:
+            raise AssertionError(fault)
+
+    # ------------------------------------------------------------------ the phase
+    def run_phase(self, cells: Iterable[Cell], max_in_flight: int = 8) -> list[CellResult]:
+        """Drive ``cells`` (faults of one kind: per task, or one global fault) to their end."""
+        assert self.dep is not None
+        runs = [_Run(cell, self.emulators[cell.system]) for cell in cells]
+        global_faults = {r.cell.fault for r in runs} - {"workerkill", "taskkill", "supkill"}
+        if len(global_faults) > 1 or (global_faults and len({r.cell.fault for r in runs}) > 1):
+            raise ValueError("a phase holds per-task faults, or cells of one global fault")
+        global_fault = next(iter(global_faults), None)
+        in_flight = max_in_flight if global_fault is None else len(runs)
+        stamp = int(time.time())
+        for run in runs:
+            if run.cell.fault not in ("trigkill", "schedrestart"):
+                run.emulator.call("hold", dag_id=run.cell.dag_id, seconds=HOLD_SECONDS)
+        pending = list(runs)
+        global_done = False
+        while any(r.stage != "done" for r in runs):
+            active = [r for r in runs if r.stage not in ("pending", "done")]
+            while pending and len(active) < in_flight:
+                run = pending.pop(0)
+                run.run_id = f"rt__{stamp}__{run.cell.dag_id}"
+                self.dep.trigger(run.cell.dag_id, run.run_id)
+                run.started = time.monotonic()
+                run.stage = "defer" if run.cell.fault in ("trigkill", "schedrestart") else "submit"
+                active.append(run)
+            states = self._states(active)
+            for run in active:
+                self._step(run, states[run.cell.dag_id])
+            ready = [r for r in runs if r.stage == "ready"]
+            if global_fault and not global_done and ready and all(r.stage in ("ready", "done") for r in runs):
+                self._global_fault(global_fault)
+                global_done = True
+                states = self._states(ready)
+                for run in ready:
+                    run.stage = "retry" if global_fault == "celerykill" else "after"
+                    self._baseline(run, states[run.cell.dag_id])
+            time.sleep(1.0)
+        return [r.result for r in runs if r.result is not None]
+
+    def _baseline(self, run: _Run, state: dict[str, Any]) -> None:
+        jobs = state["jobs"]
+        run.baseline_jobs = len(jobs)
+        run.baseline_reads = state["status_reads"]
+
+    def _polled_since_baseline(self, run: _Run, state: dict[str, Any], reads: int = 2) -> bool:
+        if len(state["jobs"]) > run.baseline_jobs:  # a new job: its reads count from 0
+            return state["status_reads"] >= reads
+        return state["status_reads"] >= run.baseline_reads + reads
+
+    def _step(self, run: _Run, state: dict[str, Any]) -> None:
+        assert self.dep is not None
+        if run.stage not in ("end",) and time.monotonic() - run.started > CELL_BUDGET:
+            self._finish(run, state, error=f"timed out in stage {run.stage!r}")
+            return
+        ti = self._ti(run)
+        if run.stage == "submit":
+            # The first try that runs holds the job (a try that never ran, e.g. requeued, does not).
+            if ti is None or ti.state != "running" or not state["held"]:
+                return self._ended_early(run, state)
+            if run.cell.fault == "celerykill":
+                if self.dep.task_pid(ti.id):
+                    run.kill_try = ti.try_number
+                    run.stage = "ready"
+                return None
+            if self._per_task_fault(run, ti):
+                run.kill_try = ti.try_number
+                self._baseline(run, state)
+                run.stage = "retry"
+        elif run.stage == "defer":
+            if ti is not None and ti.state == "deferred" and state["status_reads"] >= 2:
+                run.stage = "ready"
+            else:
+                self._ended_early(run, state)
+        elif run.stage == "retry":
+            if (
+                ti is not None
+                and ti.try_number > run.kill_try
+                and ti.state in ("deferred", "running")
+                and self._polled_since_baseline(run, state)
+            ):
+                self._finish(run, state)
+            else:
+                self._ended_early(run, state)
+        elif run.stage == "after":  # a component was replaced: the job is being waited on again
+            if (
+                ti is not None
+                and ti.state in ("deferred", "running")
+                and self._polled_since_baseline(run, state)
+            ):
+                self._finish(run, state)
+            else:
+                self._ended_early(run, state)
+        elif run.stage == "end":
+            dag_state = self.dep.dag_run_state(run.cell.dag_id, run.run_id)
+            if dag_state in ("success", "failed"):
+                self._collect(run)
+            elif time.monotonic() - run.finished_at > END_BUDGET:
+                self._collect(run, error="the DAG run did not end after its jobs finished")
+        return None
+
+    def _ended_early(self, run: _Run, state: dict[str, Any]) -> None:
+        assert self.dep is not None
+        if self.dep.dag_run_state(run.cell.dag_id, run.run_id) in ("success", "failed"):
+            running = sum(1 for j in state["jobs"] if j["running"])
+            run.running_at_finish = running
+            run.emulator.call("finish", dag_id=run.cell.dag_id)
+            self._collect(
+                run, error="" if run.stage in ("retry", "after") else f"DAG run ended in stage {run.stage!r}"
+            )
+
+    def _finish(self, run: _Run, state: dict[str, Any], error: str = "") -> None:
+        run.running_at_finish = sum(1 for j in state["jobs"] if j["running"])
+        run.emulator.call("finish", dag_id=run.cell.dag_id)
+        run.finished_at = time.monotonic()
+        run.stage = "end"
+        if error:
+            self._collect(run, error=error)
+
+    def _collect(self, run: _Run, error: str = "") -> None:
+        assert self.dep is not None
+        cell = run.cell
+        state = self._states([run])[cell.dag_id]
+        ti = self._ti(run)
+        history = [list(t) for t in self.dep.try_history(cell.dag_id, run.run_id, TASK_ID)]
+        if ti is not None:
+            history.append([ti.try_number, ti.state])
+        run.result = CellResult(
+            dag_id=cell.dag_id,
+            system=cell.system,
+            fault=cell.fault,
+            side=cell.side,
+            path=cell.path,
+            operator=cell.operator,
+            jobs=len(state["jobs"]),
+            submissions=state["submissions"],
+            # The task waits on one job; any other one still running then is an orphan.
+            untracked=max(0, run.running_at_finish - 1),
+            final_state=ti.state if ti else None,
+            tries=history,
+            xcom_keys=sorted(self.dep.xcoms(cell.dag_id, run.run_id, TASK_ID)),
+            seconds=round(time.monotonic() - run.started, 1),
+            error=error,
+        )
+        run.stage = "done"
+
+    def task_logs(self, dag_id: str) -> str:
+        assert self.dep is not None
+        return self.dep.task_logs(dag_id, chars=3000)
+
+
+# --------------------------------------------------------------------------- results file
+RESULTS_ENV = "AFD_RT_RESULTS"
+COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "reliability.json"
+
+
+def write_results(path: Path, key: str, config: dict[str, Any], results: list[CellResult]) -> None:
+    """Merge ``results`` into the JSON results file at ``path`` under configuration ``key``
+    (``"postgres+celery"``); ``config`` describes it (versions)."""
+    data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"configurations": {}}
+    entry = data["configurations"].setdefault(key, {"environment": config, "cells": {}})
+    entry["environment"] = config
+    for result in results:
+        entry["cells"][result.dag_id] = {**asdict(result), "durable_ok": result.durable_ok}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def committed_cell(config_key: str, dag_id: str) -> dict[str, Any] | None:
+    if not COMMITTED.exists():
+        return None
+    data = json.loads(COMMITTED.read_text())
+    return data.get("configurations", {}).get(config_key, {}).get("cells", {}).get(dag_id)
+
+
+def fault_title(fault: str) -> str:
+    return FAULTS[fault].title
