@@ -639,6 +639,25 @@ class Deployment:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def session_pids(self, component: str) -> list[int]:
+        """Live processes of one component's session: e.g. a triggerer and its trigger runner, which
+        sits in a process group of its own (so ``killpg`` on the component alone would miss it)."""
+        proc = self.procs.get(component)
+        if proc is None:
+            raise KeyError(f"no component {component!r}; running: {sorted(self.procs)}")
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()  # "pid (comm) state ppid pgrp session ..."
+            if fields[0] != "Z" and int(fields[3]) == proc.pid:
+                found.append(int(entry.name))
+        return found
+
     def stray_pids(self) -> list[int]:
         """Live (non-zombie) processes in the sessions of this deployment's components.
 
