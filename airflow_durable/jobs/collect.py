@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -260,7 +261,9 @@ def probe(rows: Sequence[JobRow], progress: Callable[[int, int], None] | None = 
     """Fill ``row.live`` from each job's system (rows without an id are skipped)."""
     for done, row in enumerate(rows, 1):
         if row.external_id is not None and row.record_state != "unreadable":
-            row.live = live_status(row.system, row.locator, row.external_id)
+            with warnings.catch_warnings():  # provider deprecation noise, not the user's concern here
+                warnings.simplefilter("ignore")
+                row.live = live_status(row.system, row.locator, row.external_id)
         if progress is not None:
             progress(done, len(rows))
 
