@@ -1,36 +1,46 @@
 """The durable engine: decide, submit and persist, wait (deferred or polling), complete.
 
 Every durable operator is ``class DurableX(DurableJobEngine, ProviderX)``: the engine owns
-``execute``, ``execute_complete`` and ``on_kill``; the provider operator keeps its constructor,
-templated fields, XComs and links. An operator module only declares the system-specific
-``durable_*`` methods listed under "adapter contract" below.
+``execute``, ``execute_complete``, ``resume_execution``, ``defer`` and ``on_kill``; the provider operator
+keeps its constructor, templated fields, XComs and links. An operator module only declares the
+system-specific ``durable_*`` methods listed under "adapter contract" below.
 
 What is stored
 --------------
 One JSON record per task instance under the operator's ``external_id_key`` in Airflow's
 ``task_state_store`` (shared by all tries of the task instance)::
 
-    {"schema": "airflow-durable/1", "generation": 2, "token": "afd-…-g2",
-     "state": "submitting" | "submitted" | "done", "external_id": <id or null>}
+    {"schema": "airflow-durable/2", "salt": "9f1c…", "generation": 2, "token": "afd-…-g2",
+     "state": "submitting" | "submitted" | "done", "external_id": <id or null>,
+     "epoch": 0, "max_tries": 2, "clear_number": 0, "owner_try": 3,
+     "intent_at": "…", "submitted_at": "…", "deadline": "…", "history": [...], ...}
 
+* A record *lifetime* begins when a try finds no record and writes its first intent with a fresh random
+  ``salt`` (:func:`lifetime_salt`: the DAG run's start and clear number); every token of that lifetime is
+  derived from (task instance, salt, generation). A record can vanish (DAG run deleted and re-created
+  with the same run_id, ``clear_on_success``, retention cleanup, another deployment on the same
+  workspace): the next lifetime has another salt, so its tokens never reach an older lifetime's jobs.
 * ``submitting`` is written *before* the external call, so a crash inside the submit→persist window
   leaves the token behind and the retry resubmits with the same token (the system deduplicates) or
   looks the job up by it.
 * ``submitted`` carries the external id and is written *before* deferring or polling.
-* ``done`` replaces it as the last step of success, stamped with the task instance's ``max_tries``
-  (its "clear epoch": Airflow raises ``max_tries`` whenever a user clears the task). A retry in the same
-  epoch — the worker died after the job succeeded but before Airflow recorded success — returns the
-  result without submitting; a user's clear starts a new epoch and runs the job again, as a new
-  generation with a new token.
+* ``done`` replaces it as the last step of success.
+* Every record carries the *clear epoch* it belongs to (:class:`Epoch`): a user's clear starts a new
+  one. A record of another epoch is never reconnected to nor returned as already succeeded; its job is
+  cancelled if still active and the new epoch submits the next generation.
+* ``owner_try`` is the try that tracks the job now (a reconnect claims it): only the owner may cancel.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import hashlib
 import logging
+import secrets
 import uuid
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.exceptions import AirflowException
@@ -38,14 +48,38 @@ from airflow.exceptions import AirflowException
 from airflow_durable import shims
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from airflow_durable.shims import StateStore
 
 log = logging.getLogger(__name__)
 
-RECORD_SCHEMA = "airflow-durable/1"
+RECORD_SCHEMA = "airflow-durable/2"
+#: Records written before salts and epochs existed; still read (see :meth:`Epoch.same_as`).
+RECORD_SCHEMA_V1 = "airflow-durable/1"
 _TOKEN_NAMESPACE = uuid.UUID("6f1f3b8e-4c8a-5d2e-9a57-0c1d2b3a4f5e")
+#: Decisions kept in a record's ``history`` (oldest dropped first): enough to explain a task's tries.
+HISTORY_LIMIT = 20
+#: A job the system reports as created this long before our intent was written is not ours.
+CREATED_BEFORE_INTENT_TOLERANCE = dt.timedelta(seconds=60)
+#: A trigger timeout within this much of the execution deadline is the execution_timeout running out.
+_DEADLINE_SLACK = dt.timedelta(seconds=2)
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _iso(moment: dt.datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+def _parse_time(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.timezone.utc)
 
 
 class JobPhase(enum.Enum):
@@ -64,6 +98,7 @@ class Decision(enum.Enum):
     RECONNECT = "reconnect"
     ALREADY_SUCCEEDED = "already_succeeded"
     TERMINAL_RESUBMIT = "terminal_resubmit"
+    NEW_EPOCH = "new_epoch"
 
 
 class DurableError(AirflowException):
@@ -82,13 +117,17 @@ class DurableEventError(DurableError):
     """A trigger event is malformed or belongs to another job."""
 
 
+class DurableForeignJobError(DurableError):
+    """A submission was answered with a job created before this task instance asked for one."""
+
+
 class JobNotFoundError(Exception):
     """Raised by an adapter's ``durable_status`` when the system no longer knows the id (404, expired)."""
 
 
 @dataclass(frozen=True)
 class DurableToken:
-    """The idempotency token of one logical job: task instance identity plus generation.
+    """The idempotency token of one logical job: task instance identity, record salt and generation.
 
     ``text`` is at most 64 characters of ``[A-Za-z0-9-]`` (fits Databricks, Redshift, EMR, BigQuery job
     ids); ``uuid`` is the same token as a UUID for systems that want one (Snowflake's ``requestId``).
@@ -103,11 +142,67 @@ class DurableToken:
 
     @classmethod
     def for_task_instance(
-        cls, dag_id: str, run_id: str, task_id: str, map_index: int, generation: int
+        cls, dag_id: str, run_id: str, task_id: str, map_index: int, generation: int, salt: str = ""
     ) -> DurableToken:
-        identity = "\x1f".join((dag_id, run_id, task_id, str(map_index)))
+        identity = "\x1f".join((dag_id, run_id, task_id, str(map_index), salt))
         digest = hashlib.sha256(identity.encode()).hexdigest()[:40]
         return cls(text=f"afd-{digest}-g{generation}", generation=generation)
+
+
+def new_salt() -> str:
+    """A random salt, where nothing identifies the DAG run's incarnation (e.g. a bare unit-test context)."""
+    return secrets.token_hex(8)
+
+
+def lifetime_salt(context: Mapping[str, Any]) -> str:
+    """The salt of a new record lifetime: which incarnation of the DAG run this is, and which clear.
+
+    A DAG run deleted and created again with the same run_id, or the same run_id in another deployment,
+    starts at another instant; every clear raises the run's ``clear_number`` (and restarts a finished
+    run). Tries that decide at the same instant share both, so they derive the same token and converge
+    on one job through the system's idempotency key.
+    """
+    dag_run = context.get("dag_run")
+    started = getattr(dag_run, "start_date", None)
+    if not isinstance(started, dt.datetime):
+        return new_salt()
+    basis = "|".join((started.isoformat(), str(getattr(dag_run, "clear_number", None))))
+    return hashlib.sha256(basis.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """The clear epoch of a try, from what its task instance says.
+
+    Airflow sets ``max_tries = try_number + retries`` on every clear of a task that is not running (and
+    when a task cleared while running has been terminated), and changes it on nothing else; retries
+    keep it. ``value`` = ``max_tries - retries`` is the try number at which the epoch began, so it also
+    changes when a clear coincides with a lowered ``retries`` that leaves ``max_tries`` unchanged; the
+    DAG run's ``clear_number`` (raised by every clear in the run) tells that clear apart from a DAG edit
+    that lowered ``retries`` between two retries.
+    """
+
+    max_tries: int | None
+    retries: int | None
+    clear_number: int | None
+
+    @property
+    def value(self) -> int | None:
+        if self.max_tries is None or self.retries is None:
+            return None
+        return self.max_tries - self.retries
+
+    def same_as(self, record: JobRecord) -> bool:
+        if record.schema == RECORD_SCHEMA_V1:
+            # v1 stamped only ``done`` records, with max_tries; its other records belong to this epoch.
+            if record.state != "done":
+                return True
+            return record.epoch is not None and record.epoch == self.max_tries
+        if record.max_tries is None:  # written without a task instance to stamp it from
+            return record.state != "done" or record.epoch == self.value
+        if record.max_tries != self.max_tries:
+            return False
+        return record.epoch == self.value or record.clear_number == self.clear_number
 
 
 @dataclass(frozen=True)
@@ -118,18 +213,40 @@ class JobRecord:
     token: str
     state: str  # "submitting" | "submitted" | "done"
     external_id: Any = None
-    epoch: int | None = None  # the task instance's max_tries when the job completed ("done" only)
+    epoch: int | None = None
+    schema: str = RECORD_SCHEMA
+    salt: str | None = None
+    max_tries: int | None = None
+    clear_number: int | None = None
+    owner_try: int | None = None
+    intent_at: str | None = None
+    submitted_at: str | None = None
+    done_at: str | None = None
+    deadline: str | None = None
+    history: tuple[dict[str, Any], ...] = field(default=())
 
     def to_json(self) -> dict[str, Any]:
         value: dict[str, Any] = {
-            "schema": RECORD_SCHEMA,
+            "schema": self.schema,
             "generation": self.generation,
             "token": self.token,
             "state": self.state,
             "external_id": self.external_id,
         }
-        if self.epoch is not None:
-            value["epoch"] = self.epoch
+        optional = {
+            "salt": self.salt,
+            "epoch": self.epoch,
+            "max_tries": self.max_tries,
+            "clear_number": self.clear_number,
+            "owner_try": self.owner_try,
+            "intent_at": self.intent_at,
+            "submitted_at": self.submitted_at,
+            "done_at": self.done_at,
+            "deadline": self.deadline,
+        }
+        value.update({k: v for k, v in optional.items() if v is not None})
+        if self.history:
+            value["history"] = list(self.history)
         return value
 
 
@@ -142,6 +259,8 @@ class Plan:
     token: DurableToken | None
     external_id: Any = None
     prior_status: str | None = None
+    record: JobRecord | None = None  # the record the decision was taken on (None: there was none)
+    salt: str | None = None
 
 
 class DurableJobEngine:
@@ -150,6 +269,8 @@ class DurableJobEngine:
     Adapter contract (what an operator module declares):
 
     * ``external_id_key`` — the task-state-store key. Fixed forever once released.
+    * ``durable_system`` — the catalogue's system name; ``durable_locator_fields`` — the operator
+      attributes that reach the job without the DAG (connection id, region, …), stored in the record.
     * ``durable_submit(context, token)`` — submit one job carrying ``token`` (``None`` when not durable)
       as the system's idempotency key / tag; return its external id. Must set whatever attribute the
       provider's own ``on_kill`` uses, as the provider does.
@@ -166,14 +287,22 @@ class DurableJobEngine:
       concerns the tracked job.
     * ``durable_result(external_id, context, already_succeeded)`` — the provider's return value and
       XComs; ``already_succeeded`` means no poll/defer ran in this try, so push what they would have.
-    * optional ``durable_find(token, context)`` — look a job up by its token, for systems without
-      native idempotency; return its id or ``None``.
+    * optional ``durable_find_all(token, context)`` — every job carrying ``token``, earliest created
+      first, for systems without native idempotency; with ``durable_converge_after_submit`` the engine
+      also looks the token up after each submission, so tries that submitted at the same instant all
+      adopt the earliest job and cancel the others.
+    * optional ``durable_created_at(external_id, context)`` — when the system created the job, where
+      that costs no extra call (or the token is the user's own): a job older than the intent is refused.
     * optional ``durable_parse_id(value)`` — validate a stored id; raise ``ValueError`` if malformed.
     """
 
     external_id_key: ClassVar[str]
+    durable_system: ClassVar[str] = ""
+    durable_locator_fields: ClassVar[tuple[str, ...]] = ()
     #: False for systems whose submit call cannot carry an idempotency key *and* have no lookup.
     durable_window_closed: ClassVar[bool] = True
+    #: True for systems without a native idempotency key: look the token up after submitting.
+    durable_converge_after_submit: ClassVar[bool] = False
 
     @shims.apply_defaults
     def __init__(self, *, durable: bool | None = None, **kwargs: Any) -> None:
@@ -183,6 +312,9 @@ class DurableJobEngine:
         self.durable = shims.resolve_durable(durable, type(self).__name__)
         self._durable_external_id: Any = None
         self._durable_result: tuple[bool, Any] = (False, None)
+        self._durable_context: Mapping[str, Any] | None = None
+        self._durable_store: StateStore | None = None
+        self._durable_deadline: dt.datetime | None = None
 
     # ------------------------------------------------------------------ the adapter contract
     def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> Any:
@@ -209,7 +341,14 @@ class DurableJobEngine:
     def durable_result(self, external_id: Any, context: Mapping[str, Any], already_succeeded: bool) -> Any:
         raise NotImplementedError
 
-    def durable_find(self, token: DurableToken, context: Mapping[str, Any]) -> Any:
+    def durable_find_all(self, token: DurableToken, context: Mapping[str, Any]) -> list[Any]:
+        legacy = getattr(self, "durable_find", None)  # the one-job lookup of earlier adapters
+        if legacy is None:
+            return []
+        found = legacy(token, context)
+        return [] if found is None else [found]
+
+    def durable_created_at(self, external_id: Any, context: Mapping[str, Any]) -> dt.datetime | None:
         return None
 
     def durable_parse_id(self, value: Any) -> Any:
@@ -220,28 +359,28 @@ class DurableJobEngine:
     # ------------------------------------------------------------------ entry points
     def execute(self, context: Mapping[str, Any], **_runner_kwargs: Any) -> Any:
         # Airflow 2's task runner passes an ExecutorSafeguard sentinel keyword; it means nothing here.
-        store = shims.get_task_state_store(context) if self.durable else None
-        if self.durable and store is None:
-            self.log.warning(
-                "task %s: task_state_store not available in the context; submitting a fresh job",
-                self.task_id,
-            )
+        store = self._durable_begin(context)
         if store is None:
             self.log.info(
-                "task %s [not_durable]: durable=False or Airflow < 3.3; submitting a fresh job", self.task_id
+                "task %s [not_durable]: durable=False, Airflow < 3.3 or no task_state_store; submitting a "
+                "fresh job",
+                self.task_id,
             )
-            return self._submit_and_wait(context, None, None, generation=0)
+            return self._submit_and_wait(context, None, None, None)
 
         plan = self._decide(context, store)
         if plan.decision is Decision.RECONNECT:
+            assert plan.record is not None
+            self._claim(context, store, plan.record, plan)
             return self._wait(context, store, plan.external_id, reconnect=True)
         if plan.decision is Decision.ALREADY_SUCCEEDED:
+            assert plan.record is not None
             self._durable_external_id = plan.external_id
-            return self._finish(context, store, plan.external_id, already_succeeded=True)
-        return self._submit_and_wait(context, store, plan.token, generation=plan.generation)
+            return self._finish(context, store, plan.external_id, True, plan.record, plan)
+        return self._submit_and_wait(context, store, plan, plan.record)
 
     def execute_complete(self, context: Mapping[str, Any], event: Any = None) -> Any:
-        store = shims.get_task_state_store(context) if self.durable else None
+        store = self._durable_begin(context, quiet=True)
         record = self._read_record(store) if store is not None else None
         stored_id = record.external_id if record is not None and record.state == "submitted" else None
         try:
@@ -262,17 +401,98 @@ class DurableJobEngine:
         # The provider's own completion: raises on failure (the record stays, so the next try sees a
         # terminal status and submits fresh), may defer again (e.g. Databricks repair_run).
         super().execute_complete(context, event)  # type: ignore[misc]
-        result = self._finish(context, store, external_id, already_succeeded=False)
+        result = self._finish(context, store, external_id, False, record, None)
         self._durable_result = (True, result)
         return result
 
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
+        # Airflow resumes a task whose trigger timed out with "__fail__": if that timeout was this try's
+        # execution_timeout, the job ends with the try, as on the sync path.
+        failed = next_method == shims.TRIGGER_FAIL_METHOD
+        if failed and (next_kwargs or {}).get("error") == shims.TRIGGER_TIMEOUT:
+            store = self._durable_begin(context, quiet=True)
+            if store is not None:
+                self._on_deferred_timeout(context, store)
+        return super().resume_execution(next_method, next_kwargs, context)  # type: ignore[misc]
+
+    def defer(
+        self,
+        *,
+        trigger: Any,
+        method_name: str,
+        kwargs: dict[str, Any] | None = None,
+        timeout: dt.timedelta | float | None = None,
+    ) -> Any:
+        # Every durable deferral: the trigger checks ownership before cancelling on kill, and the
+        # deferral ends no later than this try's execution_timeout.
+        if self._durable_store is not None and shims.DURABLE_RUNTIME:
+            if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+                timeout = dt.timedelta(seconds=timeout)
+            if self._durable_deadline is not None:
+                remaining = max(self._durable_deadline - _utcnow(), dt.timedelta(seconds=1))
+                timeout = remaining if timeout is None else min(timeout, remaining)
+            trigger = self._durable_wrap_trigger(trigger)
+        return super().defer(  # type: ignore[misc]
+            trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout
+        )
+
     def on_kill(self) -> None:
-        # Cancel like the provider would; the record stays, so a retry sees "cancelled" and submits fresh.
-        if self._durable_external_id is not None:
-            self.log.info("task %s: cancelling job %s on kill", self.task_id, self._durable_external_id)
-            self.durable_cancel(self._durable_external_id)
-        else:
+        external_id = self._durable_external_id
+        if external_id is None:
             super().on_kill()  # type: ignore[misc]
+            return
+        if not getattr(self, "cancel_on_kill", True):  # the provider's switch, where it has one
+            self.log.info(
+                "task %s: cancel_on_kill=False: leaving job %s running (the record keeps tracking it)",
+                self.task_id,
+                external_id,
+            )
+            return
+        if self._durable_store is not None:
+            owner, why = self._owns(external_id)
+            if not owner:
+                self.log.warning("task %s: not cancelling job %s on kill: %s", self.task_id, external_id, why)
+                return
+        # The record stays, so a retry sees "cancelled" and submits fresh.
+        self.log.info("task %s: cancelling job %s on kill", self.task_id, external_id)
+        self.durable_cancel(external_id)
+
+    # ------------------------------------------------------------------ setup
+    def _durable_begin(self, context: Any, quiet: bool = False) -> StateStore | None:
+        """Remember this try's context; return its usable state store, or ``None`` (not durable)."""
+        if not isinstance(context, Mapping):
+            context = {}
+        self._durable_context = context
+        self._durable_store = None
+        store = shims.get_task_state_store(context) if self.durable else None
+        usable = (
+            store is not None
+            and callable(getattr(store, "get", None))
+            and callable(getattr(store, "set", None))
+        )
+        if self.durable and shims.DURABLE_RUNTIME and not usable and not quiet:
+            self.log.warning(
+                "task %s: no usable task_state_store in the context (%s); running without durability: "
+                "this try submits a fresh job",
+                self.task_id,
+                "no context" if not context else type(store).__name__,
+            )
+        if not usable:
+            return None
+        self._durable_store = store
+        self._durable_deadline = self._execution_deadline(context)
+        return store
+
+    def _execution_deadline(self, context: Mapping[str, Any]) -> dt.datetime | None:
+        timeout = getattr(self, "execution_timeout", None)
+        if not isinstance(timeout, dt.timedelta):
+            return None
+        started = getattr(context.get("ti"), "start_date", None)
+        if not isinstance(started, dt.datetime):
+            started = _utcnow()
+        elif started.tzinfo is None:
+            started = started.replace(tzinfo=dt.timezone.utc)
+        return started + timeout
 
     # ------------------------------------------------------------------ the decision
     def _decide(self, context: Mapping[str, Any], store: StateStore) -> Plan:
@@ -291,59 +511,129 @@ class DurableJobEngine:
 
     def _plan(self, context: Mapping[str, Any], store: StateStore, tags: dict[str, str]) -> Plan:
         record = self._read_record(store)
-        if record is not None and record.state == "done":
-            if record.epoch is not None and record.epoch == _clear_epoch(context):
-                # Same epoch: this try follows a crash after success, not a user's clear.
-                shims.incr_metric("resumable_job.already_succeeded", tags)
-                return Plan(Decision.ALREADY_SUCCEEDED, record.generation, None, record.external_id, "done")
-            record_generation = record.generation
-            record = None
-        else:
-            record_generation = 0
+        if record is None and (self._try_number(context) or 1) > 1:
+            # Only a retry can follow a try that ran the provider's own operator.
+            record = self._upstream_record(context, store)
         if record is None:
-            generation = record_generation + 1
+            salt = lifetime_salt(context)
             shims.incr_metric("resumable_job.fresh_submit", tags)
-            return Plan(Decision.SUBMIT, generation, self._token(context, generation))
+            return Plan(Decision.SUBMIT, 1, self._token(context, 1, salt), salt=salt)
+
+        salt = record.salt or lifetime_salt(context)
+        if not self._epoch(context).same_as(record):
+            # A user cleared (or marked, then cleared) the task: a new logical job begins.
+            prior = self._end_old_epoch(context, record)
+            generation = record.generation + 1
+            shims.incr_metric("resumable_job.fresh_submit", tags)
+            return Plan(
+                Decision.NEW_EPOCH,
+                generation,
+                self._token(context, generation, salt),
+                record.external_id,
+                prior,
+                record,
+                salt,
+            )
+        if record.state == "done":
+            # Same epoch: this try follows a crash after success, not a user's clear.
+            shims.incr_metric("resumable_job.already_succeeded", tags)
+            return Plan(
+                Decision.ALREADY_SUCCEEDED, record.generation, None, record.external_id, "done", record, salt
+            )
 
         if record.state == "submitting":
             # A previous try died inside the submit→persist window: same generation, same token.
             token = DurableToken(record.token, record.generation)
-            found = self.durable_find(token, context)
+            found = self._adopt_earliest(token, context, submitted=None)
             if found is None:
                 shims.incr_metric("resumable_job.fresh_submit", tags)
-                return Plan(Decision.RESUME_SUBMIT, record.generation, token)
+                return Plan(Decision.RESUME_SUBMIT, record.generation, token, None, None, record, salt)
             record = replace(record, state="submitted", external_id=found)
-            self._write_record(store, record, what=f"job {found!r} found by its token")
 
         shims.incr_metric("resumable_job.reconnect_attempt", tags)
-        try:
-            status = self.durable_status(record.external_id, context)
-        except JobNotFoundError:
-            status = "NOT_FOUND"
-            phase = JobPhase.FAILED
-        else:
-            phase = self.durable_phase(status)
-        if phase is None:
-            raise DurableStatusError(
-                f"task {self.task_id}: job {record.external_id!r} reports status {status!r}, which "
-                f"{type(self).__name__} does not know. Not submitting, since the job may still be running; "
-                "the next try checks again."
-            )
+        status, phase = self._classify(record.external_id, context)
         if phase is JobPhase.ACTIVE:
             shims.incr_metric("resumable_job.reconnect_success", tags)
-            return Plan(Decision.RECONNECT, record.generation, None, record.external_id, status)
+            return Plan(Decision.RECONNECT, record.generation, None, record.external_id, status, record, salt)
         if phase is JobPhase.SUCCEEDED:
             shims.incr_metric("resumable_job.already_succeeded", tags)
-            return Plan(Decision.ALREADY_SUCCEEDED, record.generation, None, record.external_id, status)
+            return Plan(
+                Decision.ALREADY_SUCCEEDED, record.generation, None, record.external_id, status, record, salt
+            )
         shims.incr_metric("resumable_job.terminal_resubmit", tags)
         generation = record.generation + 1
         return Plan(
             Decision.TERMINAL_RESUBMIT,
             generation,
-            self._token(context, generation),
+            self._token(context, generation, salt),
             record.external_id,
             status,
+            record,
+            salt,
         )
+
+    def _classify(self, external_id: Any, context: Mapping[str, Any]) -> tuple[str, JobPhase]:
+        try:
+            status = self.durable_status(external_id, context)
+        except JobNotFoundError:
+            return "NOT_FOUND", JobPhase.FAILED
+        phase = self.durable_phase(status)
+        if phase is None:
+            raise DurableStatusError(
+                f"task {self.task_id}: job {external_id!r} reports status {status!r}, which "
+                f"{type(self).__name__} does not know. Not submitting, since the job may still be running; "
+                "the next try checks again."
+            )
+        return status, phase
+
+    def _end_old_epoch(self, context: Mapping[str, Any], record: JobRecord) -> str | None:
+        """Cancel what an older epoch left running: it belongs to a logical job the user ended."""
+        if record.state == "done":
+            return "done"
+        if record.state == "submitting":
+            stale = self.durable_find_all(DurableToken(record.token, record.generation), context)
+            for job in stale:
+                self._cancel_quietly(job, "it was submitted before the task was cleared")
+            if not stale and not self.durable_converge_after_submit:
+                self.log.warning(
+                    "task %s: a try of the previous clear epoch died while submitting with token %s; if "
+                    "that submission reached the system, its job is not tracked any more",
+                    self.task_id,
+                    record.token,
+                )
+            return None
+        try:
+            status = self.durable_status(record.external_id, context)
+        except JobNotFoundError:
+            return "NOT_FOUND"
+        if self.durable_phase(status) in (JobPhase.ACTIVE, None):
+            self._cancel_quietly(record.external_id, "the task was cleared, which starts a new logical job")
+        return status
+
+    def _adopt_earliest(self, token: DurableToken, context: Mapping[str, Any], submitted: Any) -> Any:
+        """Every try adopts the earliest job carrying ``token`` and cancels the others; ``None`` if none."""
+        jobs = self.durable_find_all(token, context)
+        if not jobs:
+            return submitted
+        earliest = jobs[0]
+        others = [job for job in jobs[1:] if str(job) != str(earliest)]
+        if (
+            submitted is not None
+            and str(submitted) != str(earliest)
+            and all(str(j) != str(submitted) for j in jobs)
+        ):
+            others.append(submitted)
+        for job in others:
+            self._cancel_quietly(job, f"another try started job {earliest!r} with the same token first")
+        if others:
+            self.log.info(
+                "task %s: %d jobs carry token %s; adopting the earliest, %s",
+                self.task_id,
+                len(jobs),
+                token.text,
+                earliest,
+            )
+        return earliest
 
     _DECISION_MESSAGES: ClassVar[dict[Decision, str]] = {
         Decision.SUBMIT: "no tracked job; submitting generation {gen} (token {token})",
@@ -353,6 +643,8 @@ class DurableJobEngine:
         Decision.ALREADY_SUCCEEDED: "job {id} already succeeded ({status}); returning its result without "
         "submitting",
         Decision.TERMINAL_RESUBMIT: "job {id} ended {status}; submitting generation {gen} (token {token})",
+        Decision.NEW_EPOCH: "the task was cleared since job {id} was started ({status}); a new logical job "
+        "begins: submitting generation {gen} (token {token})",
     }
 
     def _log_decision(self, plan: Plan) -> None:
@@ -369,23 +661,90 @@ class DurableJobEngine:
         self,
         context: Mapping[str, Any],
         store: StateStore | None,
-        token: DurableToken | None,
-        generation: int,
+        plan: Plan | None,
+        record: JobRecord | None,
     ) -> Any:
-        if store is not None and token is not None:
-            intent = JobRecord(generation=generation, token=token.text, state="submitting")
-            self._write_record(store, intent, what="the submission intent (nothing was submitted)")
-        external_id = self.durable_submit(context, token)
-        self._durable_external_id = external_id
-        if store is not None and token is not None:
-            record = JobRecord(generation, token.text, "submitted", external_id)
-            try:
-                self._write_record(store, record, what=f"job id {external_id!r}")
-            except DurableStateError as err:
-                self._cancel_untracked(external_id, err)
-                raise
+        if store is None or plan is None or plan.token is None:
+            external_id = self.durable_submit(context, None)
+            self._durable_external_id = external_id
+            self.log.info("task %s: submitted job %s", self.task_id, external_id)
+            return self._wait(context, None, external_id, reconnect=False)
+
+        token, resumed = plan.token, plan.decision is Decision.RESUME_SUBMIT
+        while True:
+            if resumed and record is not None:
+                intent = record  # the crashed try's intent stands: same token, same intent time
+            else:
+                intent = self._stamp(
+                    context,
+                    JobRecord(
+                        token.generation, token.text, "submitting", salt=plan.salt, intent_at=_iso(_utcnow())
+                    ),
+                    record,
+                    plan.decision,
+                )
+                self._write_record(store, intent, what="the submission intent (nothing was submitted)")
+            external_id = self.durable_submit(context, token)
+            self._durable_external_id = external_id
+            self._refuse_foreign(context, external_id, intent)
+            if self.durable_converge_after_submit:
+                external_id = self._adopt_earliest(token, context, submitted=external_id)
+                self._durable_external_id = external_id
+            if resumed:
+                # The resent token may hand back a job that already ended (e.g. cancelled because its id
+                # could not be stored): go on with the next generation in this same try.
+                status, phase = self._classify(external_id, context)
+                if phase is JobPhase.FAILED:
+                    self.log.info(
+                        "task %s: the job %s that token %s returned already ended %s; submitting the next "
+                        "generation",
+                        self.task_id,
+                        external_id,
+                        token.text,
+                        status,
+                    )
+                    record = replace(intent, state="submitted", external_id=external_id)
+                    generation = token.generation + 1
+                    token = self._token(context, generation, plan.salt or intent.salt or new_salt())
+                    plan = replace(
+                        plan, decision=Decision.TERMINAL_RESUBMIT, generation=generation, token=token
+                    )
+                    resumed = False
+                    continue
+            break
+        submitted = replace(
+            intent,
+            state="submitted",
+            external_id=external_id,
+            owner_try=self._try_number(context),
+            submitted_at=_iso(_utcnow()),
+            deadline=_iso(self._durable_deadline),
+        )
+        if resumed:
+            submitted = self._stamp(context, submitted, intent, plan.decision)
+        try:
+            self._write_record(store, submitted, what=f"job id {external_id!r}")
+        except DurableStateError as err:
+            self._cancel_untracked(external_id, err)
+            raise
         self.log.info("task %s: submitted job %s", self.task_id, external_id)
         return self._wait(context, store, external_id, reconnect=False)
+
+    def _claim(self, context: Mapping[str, Any], store: StateStore, record: JobRecord, plan: Plan) -> None:
+        """Make this try the job's owner before waiting: an older try resumed later must not cancel it."""
+        claimed = self._stamp(
+            context,
+            replace(
+                record,
+                state="submitted",
+                owner_try=self._try_number(context),
+                deadline=_iso(self._durable_deadline),
+                salt=record.salt or plan.salt,
+            ),
+            record,
+            plan.decision,
+        )
+        self._write_record(store, claimed, what=f"ownership of job {record.external_id!r}")
 
     def _wait(
         self, context: Mapping[str, Any], store: StateStore | None, external_id: Any, reconnect: bool
@@ -399,36 +758,129 @@ class DurableJobEngine:
             done, result = self._durable_result
             if done:
                 return result
-            return self._finish(context, store, external_id, already_succeeded=False)
+            return self._finish(context, store, external_id, False, None, None)
         self.durable_poll(external_id, context, reconnect)
-        return self._finish(context, store, external_id, already_succeeded=False)
+        return self._finish(context, store, external_id, False, None, None)
 
     def _finish(
-        self, context: Mapping[str, Any], store: StateStore | None, external_id: Any, already_succeeded: bool
+        self,
+        context: Mapping[str, Any],
+        store: StateStore | None,
+        external_id: Any,
+        already_succeeded: bool,
+        record: JobRecord | None,
+        plan: Plan | None,
     ) -> Any:
         result = self.durable_result(external_id, context, already_succeeded)
         if store is not None:
-            self._retire_record(context, store, external_id)
+            self._retire_record(context, store, external_id, record, plan)
         return result
 
-    def _retire_record(self, context: Mapping[str, Any], store: StateStore, external_id: Any) -> None:
-        """Mark the job ``done`` in this clear epoch: the last step of success."""
+    def _retire_record(
+        self,
+        context: Mapping[str, Any],
+        store: StateStore,
+        external_id: Any,
+        record: JobRecord | None,
+        plan: Plan | None,
+    ) -> None:
+        """Mark the job ``done``: the last step of success."""
         try:
-            record = self._read_record(store)
+            if record is None:
+                # The sync wait may have lasted hours: read again, a newer try may have taken over.
+                record = self._read_record(store)
             # An orphaned older try may still be running beside this one; only retire our own job.
-            if record is None or record.state != "submitted" or str(record.external_id) != str(external_id):
+            if record is None or record.state == "submitting" or str(record.external_id) != str(external_id):
                 return
-            done = replace(record, state="done", epoch=_clear_epoch(context))
+            if record.state == "done" and plan is None:
+                return
+            done = replace(record, state="done", done_at=_iso(_utcnow()))
+            if plan is not None:
+                done = self._stamp(context, done, record, plan.decision)
             self._write_record(store, done, what="completion")
         except DurableStateError as err:
             # The job succeeded; failing the task now would only make a retry find it succeeded again.
             self.log.error(
-                "task %s: job %s succeeded but the completion could not be recorded (%s); a later clear "
-                "of this task will find the job already succeeded instead of running it again",
+                "task %s: job %s succeeded but the completion could not be recorded (%s); a retry of this "
+                "try will check the job's status instead",
                 self.task_id,
                 external_id,
                 err,
             )
+
+    def _on_deferred_timeout(self, context: Mapping[str, Any], store: StateStore) -> None:
+        record = self._read_record(store)
+        if record is None or record.state != "submitted":
+            return
+        deadline = _parse_time(record.deadline)
+        if deadline is None or _utcnow() < deadline - _DEADLINE_SLACK:
+            # The provider's own wait limit ran out, not execution_timeout: the job stays tracked.
+            self.log.warning(
+                "task %s: the trigger's wait limit ran out; job %s is left running and tracked, the next "
+                "try reconnects to it",
+                self.task_id,
+                record.external_id,
+            )
+            return
+        if record.owner_try not in (None, self._try_number(context)):
+            return
+        self.log.error(
+            "task %s: execution_timeout %s ran out while deferred; cancelling job %s",
+            self.task_id,
+            getattr(self, "execution_timeout", None),
+            record.external_id,
+        )
+        self._cancel_quietly(record.external_id, "the task's execution_timeout ran out")
+
+    def _owns(self, external_id: Any) -> tuple[bool, str]:
+        """Whether this try may cancel ``external_id``: the record must still name it, this try and epoch."""
+        context = self._durable_context or {}
+        assert self._durable_store is not None
+        try:
+            record = self._read_record(self._durable_store)
+        except DurableStateError as err:
+            return False, f"its ownership could not be checked ({err}); the record keeps tracking it"
+        if record is None:
+            return True, ""  # nothing else tracks it any more
+        if str(record.external_id) != str(external_id):
+            return (
+                False,
+                f"this task instance now tracks {record.external_id!r} (generation {record.generation})",
+            )
+        if record.state == "done":
+            return False, "it already succeeded"
+        if not self._epoch(context).same_as(record):
+            return False, "the task was cleared since"
+        mine = self._try_number(context)
+        if record.owner_try is not None and mine is not None and record.owner_try != mine:
+            return False, f"try {record.owner_try} tracks it now (this is try {mine})"
+        return True, ""
+
+    def _refuse_foreign(self, context: Mapping[str, Any], external_id: Any, intent: JobRecord) -> None:
+        intent_at = _parse_time(intent.intent_at)
+        if intent_at is None:
+            return
+        created = self.durable_created_at(external_id, context)
+        if created is None:
+            return
+        if created.tzinfo is None:
+            created = created.replace(tzinfo=dt.timezone.utc)
+        if created < intent_at - CREATED_BEFORE_INTENT_TOLERANCE:
+            raise DurableForeignJobError(
+                f"task {self.task_id}: submitting with token {intent.token} returned job {external_id!r}, "
+                f"created at {created.isoformat()}, before this task instance asked for a job "
+                f"({intent_at.isoformat()}). It belongs to another logical job (an idempotency token reused "
+                "across runs?): not adopting it. Leave the idempotency token to airflow-durable, or make "
+                "yours unique per run (e.g. template it with {{ run_id }})."
+            )
+
+    def _cancel_quietly(self, external_id: Any, why: str) -> None:
+        try:
+            self.durable_cancel(external_id)
+        except Exception as err:
+            self.log.error("task %s: could not cancel job %s (%s): %s", self.task_id, external_id, why, err)
+        else:
+            self.log.warning("task %s: cancelled job %s: %s", self.task_id, external_id, why)
 
     def _cancel_untracked(self, external_id: Any, err: Exception) -> None:
         try:
@@ -447,6 +899,19 @@ class DurableJobEngine:
                 external_id,
                 err,
             )
+
+    def _durable_wrap_trigger(self, trigger: Any) -> Any:
+        from airflow_durable.triggers.owned import DurableOwnedTrigger
+
+        context = self._durable_context or {}
+        ti = context.get("ti")
+        return DurableOwnedTrigger.wrap(
+            trigger,
+            dag_id=str(getattr(ti, "dag_id", "")),
+            run_id=str(getattr(ti, "run_id", "")),
+            task_id=str(getattr(ti, "task_id", self.task_id)),
+            map_index=_map_index(ti),
+        )
 
     # ------------------------------------------------------------------ the record
     def _read_record(self, store: StateStore) -> JobRecord | None:
@@ -470,10 +935,10 @@ class DurableJobEngine:
             ) from err
 
     def _parse_record(self, raw: Any) -> JobRecord:
-        if not isinstance(raw, dict) or raw.get("schema") != RECORD_SCHEMA:
+        if not isinstance(raw, dict) or raw.get("schema") not in (RECORD_SCHEMA, RECORD_SCHEMA_V1):
             raise ValueError(f"expected a dict with schema {RECORD_SCHEMA!r}")
         generation, token, state = raw["generation"], raw["token"], raw["state"]
-        if not isinstance(generation, int) or isinstance(generation, bool) or generation < 1:
+        if not _is_int(generation) or generation < 1:
             raise ValueError(f"bad generation {generation!r}")
         if not isinstance(token, str) or not token:
             raise ValueError(f"bad token {token!r}")
@@ -482,14 +947,118 @@ class DurableJobEngine:
         external_id = raw.get("external_id")
         if state == "submitted" or (state == "done" and external_id is not None):
             external_id = self.durable_parse_id(external_id)
-        epoch = raw.get("epoch")
-        if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
-            raise ValueError(f"bad epoch {epoch!r}")
-        return JobRecord(generation, token, state, external_id, epoch)
+        ints = {}
+        for name in ("epoch", "max_tries", "clear_number", "owner_try"):
+            value = raw.get(name)
+            if value is not None and not _is_int(value):
+                raise ValueError(f"bad {name} {value!r}")
+            ints[name] = value
+        texts = {}
+        for name in ("salt", "intent_at", "submitted_at", "done_at", "deadline"):
+            value = raw.get(name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"bad {name} {value!r}")
+            texts[name] = value
+        history = raw.get("history") or []
+        if not isinstance(history, list):
+            raise ValueError(f"bad history {history!r}")
+        return JobRecord(
+            generation,
+            token,
+            state,
+            external_id,
+            schema=raw["schema"],
+            history=tuple(entry for entry in history if isinstance(entry, dict)),
+            **ints,
+            **texts,
+        )
+
+    def _upstream_record(self, context: Mapping[str, Any], store: StateStore) -> JobRecord | None:
+        """A job the provider's own ResumableJobMixin stored (the user switched to ours mid-retries).
+
+        Only a job still running is adopted: a finished one cannot be told apart from one of an earlier
+        clear epoch (upstream stamps no epoch), so it is left alone and this try submits fresh.
+        """
+        key = self._upstream_external_id_key()
+        if key is None:
+            return None
+        try:
+            value = store.get(key)
+            if value is None:
+                return None
+            external_id = self.durable_parse_id(value)
+            status, phase = self._classify(external_id, context)
+        except Exception as err:
+            self.log.warning(
+                "task %s: ignoring the provider's stored job reference under %r (%s)", self.task_id, key, err
+            )
+            return None
+        if phase is not JobPhase.ACTIVE:
+            return None
+        self.log.info(
+            "task %s: adopting job %s (%s) that the provider operator's earlier try stored under %r",
+            self.task_id,
+            external_id,
+            status,
+            key,
+        )
+        epoch = self._epoch(context)
+        return JobRecord(
+            1,
+            "upstream",
+            "submitted",
+            external_id,
+            epoch=epoch.value,
+            max_tries=epoch.max_tries,
+            clear_number=epoch.clear_number,
+        )
+
+    @classmethod
+    def _upstream_external_id_key(cls) -> str | None:
+        for base in cls.__mro__[1:]:
+            if issubclass(base, DurableJobEngine):
+                continue
+            key = base.__dict__.get("external_id_key")
+            if isinstance(key, str) and key:
+                return key
+        return None
+
+    def _stamp(
+        self, context: Mapping[str, Any], record: JobRecord, previous: JobRecord | None, decision: Decision
+    ) -> JobRecord:
+        """``record`` with this try's epoch, the decision appended to the history, and v2 fields."""
+        epoch = self._epoch(context)
+        history = list(previous.history if previous is not None else record.history)
+        history.append(
+            {
+                "try": self._try_number(context),
+                "decision": decision.value,
+                "at": _iso(_utcnow()),
+                "generation": record.generation,
+                "external_id": record.external_id,
+            }
+        )
+        return replace(
+            record,
+            schema=RECORD_SCHEMA,
+            salt=record.salt or (previous.salt if previous is not None else None) or new_salt(),
+            epoch=epoch.value,
+            max_tries=epoch.max_tries,
+            clear_number=epoch.clear_number,
+            history=tuple(history[-HISTORY_LIMIT:]),
+        )
 
     def _write_record(self, store: StateStore, record: JobRecord, what: str) -> None:
+        value = record.to_json()
+        value["operator"] = type(self).__name__
+        if self.durable_system:
+            value["system"] = self.durable_system
+        locator = {name: getattr(self, name, None) for name in self.durable_locator_fields}
+        locator = {k: v for k, v in locator.items() if isinstance(v, (str, int, float, bool))}
+        if locator:
+            value["locator"] = locator
         try:
-            store.set(self.external_id_key, record.to_json())
+            store.set(self.external_id_key, value)
         except Exception as err:
             raise DurableStateError(
                 f"task {self.task_id}: could not write {what} to task_state_store key "
@@ -497,12 +1066,25 @@ class DurableJobEngine:
             ) from err
 
     # ------------------------------------------------------------------ helpers
-    def _token(self, context: Mapping[str, Any], generation: int) -> DurableToken:
+    def _token(self, context: Mapping[str, Any], generation: int, salt: str) -> DurableToken:
         ti = context["ti"]
-        map_index = getattr(ti, "map_index", -1)
         return DurableToken.for_task_instance(
-            ti.dag_id, ti.run_id, ti.task_id, -1 if map_index is None else map_index, generation
+            ti.dag_id, ti.run_id, ti.task_id, _map_index(ti), generation, salt
         )
+
+    def _epoch(self, context: Mapping[str, Any]) -> Epoch:
+        ti = context.get("ti")
+        dag_run = context.get("dag_run")
+        retries = getattr(self, "retries", None)
+        return Epoch(
+            max_tries=_int_or_none(getattr(ti, "max_tries", None)),
+            retries=_int_or_none(retries),
+            clear_number=_int_or_none(getattr(dag_run, "clear_number", None)),
+        )
+
+    @staticmethod
+    def _try_number(context: Mapping[str, Any]) -> int | None:
+        return _int_or_none(getattr(context.get("ti"), "try_number", None))
 
     def _metric_tags(self, context: Mapping[str, Any]) -> dict[str, str]:
         tags = {"operator": type(self).__name__}
@@ -513,7 +1095,14 @@ class DurableJobEngine:
         return tags
 
 
-def _clear_epoch(context: Mapping[str, Any]) -> int | None:
-    """The task instance's ``max_tries``: constant across retries, raised by every user clear."""
-    max_tries = getattr(context.get("ti"), "max_tries", None)
-    return max_tries if isinstance(max_tries, int) and not isinstance(max_tries, bool) else None
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if _is_int(value) else None
+
+
+def _map_index(ti: Any) -> int:
+    map_index = getattr(ti, "map_index", -1)
+    return -1 if not _is_int(map_index) else map_index

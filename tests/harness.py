@@ -97,6 +97,17 @@ def record_state(state: str) -> Callable[[Any], bool]:
     return lambda value: isinstance(value, dict) and value.get("state") == state
 
 
+class FakeDagRun:
+    """The attributes of the runtime DAG run that the engine reads: when this incarnation started, and
+    how often tasks in it were cleared."""
+
+    def __init__(self) -> None:
+        import datetime as dt
+
+        self.start_date = dt.datetime.now(dt.timezone.utc)
+        self.clear_number = 0
+
+
 class FakeTaskInstance:
     """The attributes of Airflow's runtime task instance that operators read."""
 
@@ -137,8 +148,10 @@ class TaskRunner:
         trigger_interrupts: int = 0,
     ) -> None:
         self.make_operator = make_operator
+        self.retries = retries
         self.store = store if store is not None else MemoryStateStore()
         self.ti = FakeTaskInstance("conformance", "manual__2026-12-02", "job", retries)
+        self.dag_run = FakeDagRun()
         self.trigger_interrupts = trigger_interrupts  # "triggerer killed mid-deferral" this many times
         #: Replaces a trigger's event before the task resumes: a broken trigger or event serialization.
         self.event_filter: Callable[[Any], Any] | None = None
@@ -146,7 +159,12 @@ class TaskRunner:
         self.last_operator: Any = None
 
     def context(self) -> dict[str, Any]:
-        context: dict[str, Any] = {"ti": self.ti, "task_instance": self.ti, "run_id": self.ti.run_id}
+        context: dict[str, Any] = {
+            "ti": self.ti,
+            "task_instance": self.ti,
+            "run_id": self.ti.run_id,
+            "dag_run": self.dag_run,
+        }
         context["task_state_store"] = self.store
         return context
 
@@ -194,8 +212,17 @@ class TaskRunner:
         return outcome
 
     def clear(self, retries: int = 3) -> None:
-        """A user clears the finished task: Airflow raises max_tries (models/taskinstance.py)."""
+        """A user clears the finished task: Airflow raises max_tries (models/taskinstance.py) and the run's
+        clear_number (and restarts the run, if it had finished)."""
         self.ti.max_tries = self.ti.try_number + retries
+        self.dag_run.clear_number += 1
+
+    def recreate_dag_run(self) -> None:
+        """The DAG run is deleted (its state-store rows go with it) and created again with the same run_id."""
+        self.store.data.clear()
+        self.dag_run = FakeDagRun()
+        self.ti.try_number = 0
+        self.ti.max_tries = self.retries
 
     def _run_trigger(self, trigger: Any) -> Any:
         for _ in range(self.trigger_interrupts):

@@ -51,6 +51,8 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
     """
 
     external_id_key = "airflow_durable.batch"
+    durable_system = "batch"
+    durable_locator_fields = ("aws_conn_id", "region_name")
 
     def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> str:
         user_tags = self.tags

@@ -65,6 +65,8 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
     """
 
     external_id_key = "airflow_durable.bigquery_insert_job"
+    durable_system = "bigquery"
+    durable_locator_fields = ("gcp_conn_id", "project_id", "location")
 
     def execute(self, context: Mapping[str, Any], **runner_kwargs: Any) -> Any:
         # As upstream: remember the job_id the user configured before anything overwrites self.job_id
@@ -134,12 +136,6 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
         self._durable_hook().cancel_job(
             job_id=external_id, project_id=self.project_id, location=self.location
         )
-
-    def on_kill(self) -> None:
-        if not self.cancel_on_kill:  # as upstream: cancel_on_kill=False never cancels the job
-            self.log.info("Skipping to cancel job: %s:%s.%s", self.project_id, self.location, self.job_id)
-            return
-        super().on_kill()
 
     def durable_poll(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
         self.job_id = external_id

@@ -123,6 +123,8 @@ class DurableDatabricksSubmitRunOperator(_DatabricksRunAdapter, provider.Databri
     """
 
     external_id_key = "airflow_durable.databricks_submit_run"
+    durable_system = "databricks"
+    durable_locator_fields = ("databricks_conn_id",)
 
     def _payload(self, context: Mapping[str, Any]) -> dict[str, Any]:
         return compat.submit_payload(self, context)
@@ -141,6 +143,8 @@ class DurableDatabricksRunNowOperator(_DatabricksRunAdapter, provider.Databricks
     """
 
     external_id_key = "airflow_durable.databricks_run_now"
+    durable_system = "databricks"
+    durable_locator_fields = ("databricks_conn_id",)
 
     def _payload(self, context: Mapping[str, Any]) -> dict[str, Any]:
         return compat.run_now_payload(self, context)

@@ -100,6 +100,8 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
     """
 
     external_id_key = "airflow_durable.dbt_cloud_run_job"
+    durable_system = "dbt-cloud"
+    durable_locator_fields = ("dbt_cloud_conn_id", "account_id")
     #: How many of the job's newest runs the token lookup reads (pages of 100) before giving up.
     durable_lookup_runs: ClassVar[int] = 500
 

@@ -135,6 +135,8 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
     """
 
     external_id_key = "airflow_durable.emr_add_steps"
+    durable_system = "emr-steps"
+    durable_locator_fields = ("aws_conn_id", "job_flow_id")
 
     def _waits(self) -> bool:
         return bool(self.deferrable or self.wait_for_completion)
@@ -373,6 +375,8 @@ class DurableEmrServerlessStartJobOperator(_SubmitOnly, DurableJobEngine, _Serve
     """
 
     external_id_key = "airflow_durable.emr_serverless_start_job"
+    durable_system = "emr-serverless"
+    durable_locator_fields = ("aws_conn_id", "application_id")
 
     def __init__(self, *, client_request_token: str = "", **kwargs: Any) -> None:
         super().__init__(client_request_token=client_request_token, **kwargs)
@@ -504,6 +508,8 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
     """
 
     external_id_key = "airflow_durable.emr_container"
+    durable_system = "emr-eks"
+    durable_locator_fields = ("aws_conn_id", "virtual_cluster_id")
 
     def _waits(self) -> bool:
         return bool(self.deferrable or self.wait_for_completion)

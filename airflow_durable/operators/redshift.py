@@ -50,6 +50,8 @@ class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperato
     """
 
     external_id_key = "airflow_durable.redshift_data"
+    durable_system = "redshift"
+    durable_locator_fields = ("aws_conn_id", "region_name")
 
     def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> str:
         # Sets statement_id (what on_kill cancels) and pushes session_id, as the provider does.

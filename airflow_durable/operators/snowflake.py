@@ -53,6 +53,8 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, SnowflakeSqlApiOperator):
     """
 
     external_id_key = "airflow_durable.snowflake_sql_api"
+    durable_system = "snowflake"
+    durable_locator_fields = ("snowflake_conn_id",)
 
     @cached_property
     def _hook(self) -> compat.IdempotentSqlApiHook:
@@ -114,10 +116,6 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, SnowflakeSqlApiOperator):
                 errors.append(err)
         if errors:
             raise errors[0]
-
-    def on_kill(self) -> None:
-        if self.cancel_on_kill:  # the provider's switch for cancelling on kill
-            super().on_kill()
 
     # ------------------------------------------------------------------ wait
     def _track(self, external_id: list[str]) -> None:

@@ -17,6 +17,9 @@ from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "DURABLE_RUNTIME",
+    "TRIGGER_FAIL_METHOD",
+    "TRIGGER_TIMEOUT",
+    "get_task_states",
     "StateStore",
     "apply_defaults",
     "durable_span",
@@ -55,6 +58,32 @@ def get_task_state_store(context: Mapping[str, Any]) -> StateStore | None:
     if not DURABLE_RUNTIME:
         return None
     return context.get("task_state_store")
+
+
+def _trigger_failure_names() -> tuple[str, str]:
+    try:
+        from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason  # Airflow 3.x
+
+        return TRIGGER_FAIL_REPR, TriggerFailureReason.TRIGGER_TIMEOUT.value
+    except ImportError:  # Airflow 2.x spells them as literals
+        return "__fail__", "Trigger timeout"
+
+
+#: ``next_method`` of a task resumed to fail because its trigger failed or timed out, and the timeout reason.
+TRIGGER_FAIL_METHOD, TRIGGER_TIMEOUT = _trigger_failure_names()
+
+
+def get_task_states(dag_id: str, run_id: str, task_id: str, map_index: int) -> str | None:
+    """The current state of one task instance, asked from inside a trigger (or a task) through the
+    supervisor channel; ``KeyError`` when Airflow does not know it."""
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance  # Airflow >= 3.0
+
+    states = RuntimeTaskInstance.get_task_states(
+        dag_id=dag_id, task_ids=[task_id], run_ids=[run_id], map_index=None if map_index < 0 else map_index
+    )
+    key = task_id if map_index < 0 else f"{task_id}_{map_index}"
+    state = states[run_id][key]
+    return None if state is None else str(state)
 
 
 _warned_noop: set[str] = set()

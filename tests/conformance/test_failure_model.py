@@ -405,6 +405,7 @@ def test_two_tries_deciding_at_once_share_one_job(case, emulator, deferrable):
     runners = [TaskRunner(lambda: case.make(emulator, deferrable), store=store) for _ in range(2)]
     for number, runner in enumerate(runners, start=1):
         runner.ti.try_number = number - 1
+        runner.dag_run = runners[0].dag_run  # two tries of one task instance: one DAG run
     threads = [threading.Thread(target=runner.run_try) for runner in runners]
     for thread in threads:
         thread.start()

@@ -1,0 +1,126 @@
+"""The provider's trigger, wrapped so that only a kill that ends the task cancels the job.
+
+Airflow 3.3 calls a trigger's ``on_kill()`` when a user clears or marks a deferred task, and the
+provider triggers (Databricks, BigQuery, Redshift Data, EMR, …) cancel their job there. It also calls it
+when a triggerer that lost its heartbeat finds that its triggers were handed to another triggerer
+(apache/airflow#73454): the provider trigger then cancels a job that the task is still waiting for.
+
+:class:`DurableOwnedTrigger` runs the provider trigger unchanged — same ``run()``, same events, same
+``cleanup()`` — and forwards ``on_kill()`` only when the task instance no longer waits on it: a task that
+is still ``deferred`` was not killed by anyone, its trigger just moved. A clear that has already started
+the next try is handled by that try, which never reuses a job of an older clear epoch (the engine cancels
+it when it decides).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_durable import shims
+
+__all__ = ["DurableOwnedTrigger"]
+
+#: Attributes the triggerer sets on a trigger before running it; the wrapped trigger gets them too.
+_RUNTIME_ATTRIBUTES = ("trigger_id", "triggerer_job_id", "timeout_after", "asset_state_store")
+
+
+def _load(classpath: str) -> type[BaseTrigger]:
+    module, _, name = classpath.rpartition(".")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+class DurableOwnedTrigger(BaseTrigger):
+    """Runs ``trigger_classpath(**trigger_kwargs)``; cancels on kill only when the task stopped waiting."""
+
+    def __init__(
+        self,
+        trigger_classpath: str,
+        trigger_kwargs: dict[str, Any],
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int = -1,
+    ) -> None:
+        super().__init__()
+        self.trigger_classpath = trigger_classpath
+        self.trigger_kwargs = trigger_kwargs
+        self.dag_id = dag_id
+        self.run_id = run_id
+        self.owner_task_id = task_id
+        self.map_index = map_index
+        self.inner = _load(trigger_classpath)(**trigger_kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # Reads of the provider trigger's own attributes (``run_id``, ``end_time``, …) reach it, as they
+        # would without the wrapper.
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    @classmethod
+    def wrap(
+        cls, trigger: BaseTrigger, *, dag_id: str, run_id: str, task_id: str, map_index: int
+    ) -> BaseTrigger:
+        if isinstance(trigger, cls):
+            return trigger
+        classpath, kwargs = trigger.serialize()
+        return cls(classpath, dict(kwargs), dag_id, run_id, task_id, map_index)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "trigger_classpath": self.trigger_classpath,
+                "trigger_kwargs": self.trigger_kwargs,
+                "dag_id": self.dag_id,
+                "run_id": self.run_id,
+                "task_id": self.owner_task_id,
+                "map_index": self.map_index,
+            },
+        )
+
+    def _hand_down(self) -> None:
+        if self.task_instance is not None:
+            self.inner.task_instance = self.task_instance
+        for name in _RUNTIME_ATTRIBUTES:
+            if hasattr(self, name):
+                setattr(self.inner, name, getattr(self, name))
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        self._hand_down()
+        async for event in self.inner.run():
+            yield event
+
+    def cleanup(self) -> Any:
+        return self.inner.cleanup()
+
+    async def on_kill(self) -> None:
+        try:
+            state = await asyncio.to_thread(
+                shims.get_task_states, self.dag_id, self.run_id, self.owner_task_id, self.map_index
+            )
+        except Exception as err:
+            self.log.warning(
+                "not cancelling the job of %s: could not ask whether task %s still waits on it (%s); the "
+                "task instance's record keeps tracking the job",
+                self.trigger_classpath,
+                self.owner_task_id,
+                err,
+            )
+            return
+        if state == "deferred":
+            self.log.info(
+                "not cancelling the job of %s: task %s is still deferred, so this trigger was handed to "
+                "another triggerer, not killed by a user (apache/airflow#73454)",
+                self.trigger_classpath,
+                self.owner_task_id,
+            )
+            return
+        self._hand_down()
+        await self.inner.on_kill()
