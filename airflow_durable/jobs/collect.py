@@ -5,8 +5,9 @@ An *orphan* is a job that is still active on its system while nothing in Airflow
 * ``task ended``: the record still tracks the job (``submitted``) but its task instance ended
   (success, failed, skipped, upstream_failed, removed) — a deferred try that hit ``execution_timeout``,
   a task marked failed whose ``on_kill`` cancel failed or never ran;
-* ``cleared``: the record's clear epoch is older than the task instance's (v2 records): the next try
-  starts a new job in the new epoch;
+* ``cleared``: the task was cleared since the record was written (v2 records: the task instance's
+  ``max_tries`` rose, the engine's own epoch rule) and no try runs yet: the next try cancels that job and
+  starts the next generation, but until it runs (or if it never does) nothing waits for the job;
 * ``superseded``: an earlier generation's job named in the record's ``history`` is still running;
 * ``DAG run deleted`` / ``task instance deleted`` / ``record deleted``: the record is gone. Airflow deletes
   a DAG run's task-state-store rows with the run, so these are found only through the local cache of
@@ -71,7 +72,9 @@ class JobRow:
     locator: dict[str, Any] = field(default_factory=dict)
     started_at: str | None = None
     epoch: int | None = None
-    current_epoch: int | None = None
+    #: The record's ``max_tries`` (v2) and the task instance's now: a user's clear raises the latter.
+    record_max_tries: int | None = None
+    ti_max_tries: int | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
     #: "record" (the record's job), "history" (an earlier generation), "cache" (record gone)
     source: str = "record"
@@ -141,7 +144,6 @@ def collect(
     names = list(dict.fromkeys([*DURABLE_OPERATORS, *operators]))
     tis = list(api.task_instances(dag_id, operators=names))
     rows: list[JobRow] = []
-    retries: dict[tuple[str, str], int | None] = {}
     for done, ti in enumerate(tis, 1):
         if progress is not None:
             progress(done, len(tis))
@@ -150,18 +152,11 @@ def collect(
             key = str(entry.get("key", ""))
             if not key.startswith(KEY_PREFIX):
                 continue
-            rows.append(_row(api, ti, key, entry.get("value"), retries, ui_url or api.url))
+            rows.append(_row(ti, key, entry.get("value"), ui_url or api.url))
     return rows
 
 
-def _row(
-    api: AirflowApi,
-    ti: dict[str, Any],
-    key: str,
-    value: Any,
-    retries: dict[tuple[str, str], int | None],
-    ui_url: str,
-) -> JobRow:
+def _row(ti: dict[str, Any], key: str, value: Any, ui_url: str) -> JobRow:
     base = {
         "dag_id": ti["dag_id"],
         "run_id": ti["dag_run_id"],
@@ -194,29 +189,13 @@ def _row(
         locator=rec.locator,
         started_at=rec.submitted_at or rec.intent_at or ti.get("start_date"),
         epoch=rec.epoch,
+        record_max_tries=rec.max_tries,
+        ti_max_tries=ti.get("max_tries") if isinstance(ti.get("max_tries"), int) else None,
         history=rec.history,
         note="locator assumed: v1 record (default connection)" if rec.locator_assumed else None,
         **base,
     )
-    if rec.schema != "airflow-durable/1" and rec.epoch is not None and rec.tracks_job:
-        row.current_epoch = _current_epoch(api, ti, retries)
     return row
-
-
-def _current_epoch(
-    api: AirflowApi, ti: dict[str, Any], retries: dict[tuple[str, str], int | None]
-) -> int | None:
-    """``max_tries - task.retries``: what the engine stamps as the clear epoch (RECORD_V2)."""
-    ident = (ti["dag_id"], ti["task_id"])
-    if ident not in retries:
-        try:
-            retries[ident] = int(api.task(*ident).get("retries") or 0)
-        except (ApiError, TypeError, ValueError):
-            retries[ident] = None
-    task_retries, max_tries = retries[ident], ti.get("max_tries")
-    if task_retries is None or not isinstance(max_tries, int):
-        return None
-    return max_tries - task_retries
 
 
 def superseded_rows(rows: Iterable[JobRow]) -> list[JobRow]:
@@ -280,14 +259,18 @@ def orphan_reason(row: JobRow) -> str | None:
         return None
     if row.ti_state in ENDED_STATES:
         return f"task instance {row.ti_state}"
-    if (
-        row.epoch is not None
-        and row.current_epoch is not None
-        and row.current_epoch > row.epoch
-        and row.ti_state not in PROTECTED_STATES
-    ):
-        return f"task cleared into epoch {row.current_epoch} (job of epoch {row.epoch})"
+    if _cleared(row) and row.ti_state not in PROTECTED_STATES:
+        return f"task cleared since (max_tries {row.record_max_tries} -> {row.ti_max_tries})"
     return None
+
+
+def _cleared(row: JobRow) -> bool:
+    """The engine's rule (``Epoch.same_as``): a record whose ``max_tries`` differs is of another epoch."""
+    return (
+        row.record_max_tries is not None
+        and row.ti_max_tries is not None
+        and (row.record_max_tries != row.ti_max_tries)
+    )
 
 
 def candidates(rows: Sequence[JobRow]) -> list[JobRow]:
@@ -296,8 +279,7 @@ def candidates(rows: Sequence[JobRow]) -> list[JobRow]:
     for row in rows:
         if row.record_state != "submitted":
             continue
-        cleared = row.epoch is not None and row.current_epoch is not None and row.current_epoch > row.epoch
-        if row.ti_state in ENDED_STATES or (cleared and row.ti_state not in PROTECTED_STATES):
+        if row.ti_state in ENDED_STATES or (_cleared(row) and row.ti_state not in PROTECTED_STATES):
             out.append(row)
     out += superseded_rows(rows)
     return out

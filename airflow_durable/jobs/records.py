@@ -83,6 +83,7 @@ class DurableRecord:
     external_id: Any
     epoch: int | None = None
     owner_try: int | None = None
+    max_tries: int | None = None  # the task instance's max_tries when written (v2): a clear raises it
     operator: str | None = None
     locator: dict[str, Any] = field(default_factory=dict)
     locator_assumed: bool = False
@@ -152,6 +153,7 @@ def parse_record(key: str, raw: Any) -> DurableRecord:
         external_id=raw.get("external_id"),
         epoch=_int_or_none(raw.get("epoch"), "epoch"),
         owner_try=_int_or_none(raw.get("owner_try"), "owner_try"),
+        max_tries=_int_or_none(raw.get("max_tries"), "max_tries"),
         operator=raw.get("operator") if isinstance(raw.get("operator"), str) else None,
         locator=dict(locator),
         locator_assumed=assumed,

@@ -50,7 +50,8 @@ DAG_IDS = (
 USERS = {"admin": ("ADMIN", "admin-pw"), "viewer": ("VIEWER", "viewer-pw"), "nobody": ("", "nobody-pw")}
 #: runs/get calls the deferrable path makes before it defers (job id, page url, state).
 SYNC_GETS_BEFORE_DEFER = 3
-BUDGET = 150.0
+#: The whole scenario; generous for a loaded machine (alone on CI's 2 cores it takes well under half).
+BUDGET = 300.0
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
     "--headless",
@@ -84,6 +85,9 @@ def deployment(emulator: DatabricksEmulator) -> Iterator[Deployment]:
         extra_env={
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, (r, _) in USERS.items()),
+            # No try here may be failed for a late heartbeat on a loaded machine: with retries=0 that
+            # would end a task the scenario needs waiting.
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "300",
         },
     )
     passwords = dep.home / "passwords.json"
@@ -190,7 +194,8 @@ def test_jobs_orphans_cancel_and_ui_page(
     )
     for dag in DAG_IDS:
         h.trigger(dag)
-    h.wait(lambda: all(len(h.runs(d)) == 1 for d in DAG_IDS), "one Databricks run per DAG")
+    h.wait(lambda: all(h.runs(d) for d in DAG_IDS), "a Databricks run for every DAG")
+    assert all(len(h.runs(d)) == 1 for d in DAG_IDS), {d: [r.run_id for r in h.runs(d)] for d in DAG_IDS}
     (done_run,) = h.runs("afd_jobs_done")
     h.wait(lambda: h.ti_state("afd_jobs_done") == "deferred", "afd_jobs_done deferred")
     emulator.set_state(done_run.run_id, "TERMINATED:SUCCESS")
@@ -205,7 +210,7 @@ def test_jobs_orphans_cancel_and_ui_page(
         ),
         "three tasks failed with their runs going on, one deferred, one succeeded",
     )
-    assert cancel_fault.hits >= 1, "on_kill of the timed-out task did not try to cancel"
+    assert cancel_fault.hits >= 1, "the timed-out task did not try to cancel its job"
     cancel_fault.remove()
     for dag in DAG_IDS:
         (run,) = h.runs(dag)
@@ -228,8 +233,10 @@ def test_jobs_orphans_cancel_and_ui_page(
     assert rows["afd_jobs_done"]["record_state"] == "done"
     assert rows["afd_jobs_tracked"]["record_state"] == "submitted"
     assert rows["afd_jobs_done"]["live"]["phase"] == "succeeded"
-    table = h.cli("jobs", "--live", "--dag", "afd_jobs_tracked")
+    table = h.cli("jobs", "--live")
+    print(f"$ airflow-durable jobs --live\n{table.stdout}")
     assert table.returncode == 0 and "afd_jobs_tracked" in table.stdout and "RUNNING" in table.stdout, table
+    assert "1 durable job record(s)" not in table.stdout
 
     # --- the run's deletion takes the record with it ---------------------------------------------
     h.api.request("DELETE", f"/api/v2/dags/afd_jobs_deleted/dagRuns/{h.run_ids['afd_jobs_deleted']}")
@@ -251,6 +258,7 @@ def test_jobs_orphans_cancel_and_ui_page(
         assert o["job_url"] and o["job_url"].endswith(f"/run/{run.run_id}"), o
         assert o["age_seconds"] is not None and 0 < o["age_seconds"] < 600, o
     text = h.cli("orphans")
+    print(f"$ airflow-durable orphans\n{text.stdout}")
     assert text.returncode == 1 and "3 orphan job(s)" in text.stdout, text.stdout + text.stderr[-2000:]
     viewer = h.cli("orphans", "--format", "json", user="viewer")  # read access is enough to look
     assert viewer.returncode == 1 and len(json.loads(viewer.stdout)["orphans"]) == 3, viewer.stderr[-2000:]
@@ -265,6 +273,7 @@ def test_jobs_orphans_cancel_and_ui_page(
     assert refused.returncode == 2 and "--yes" in refused.stderr, refused
     assert not any(r.cancelled for d in DAG_IDS for r in h.runs(d))
     cancelled = h.cli("orphans", "--cancel", "--yes")
+    print(f"$ airflow-durable orphans --cancel --yes\n{cancelled.stdout}")
     assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr[-3000:]
     for dag in ("afd_jobs_trigger_fails", "afd_jobs_deleted", "afd_jobs_timeout"):
         (run,) = h.runs(dag)
@@ -315,7 +324,11 @@ def _check_ui_page(h: Harness, tmp_path: Path) -> None:
                     continue
                 page.goto(f"{h.url}/plugin/durable-jobs")
                 frame = page.frame_locator("iframe")
-                frame.locator("table#jobs").wait_for(timeout=60_000)
+                try:
+                    frame.locator("table#jobs").wait_for(timeout=60_000)
+                except Exception:
+                    page.screenshot(path=str(tmp_path / f"failed-{user}.png"))
+                    raise AssertionError(f"no jobs table for {user}: {page.content()[:3000]}") from None
                 orphan_rows = frame.locator("tr.orphan")
                 assert orphan_rows.count() == 3, frame.locator("body").inner_text()
                 assert "3 orphan(s)" in frame.locator("#orphan-count").inner_text()

@@ -8,8 +8,9 @@ try is the task instance's end.
   without ``on_kill`` (only a killed trigger cancels), the run goes on → orphan.
 * ``afd_jobs_deleted``: the same, then the test deletes the failed DAG run (its record goes with it) → an
   orphan only the cache of an earlier look still knows.
-* ``afd_jobs_timeout``: polls (not deferred) and hits ``execution_timeout``; ``on_kill``'s cancel gets a
-  500 from the emulator → the task fails, the run goes on → orphan.
+* ``afd_jobs_timeout``: deferred, hits ``execution_timeout`` (the engine bounds the deferral by it and
+  cancels the job when it runs out); the cancel gets a 500 from the emulator → the task fails, the run
+  goes on → orphan.
 * ``afd_jobs_tracked``: deferred and still waited for → never an orphan, never cancelled.
 * ``afd_jobs_done``: its run succeeds → record ``done``, not an orphan.
 """
@@ -27,7 +28,7 @@ TASK_ID = "submit_run"
 _KWARGS = {
     "afd_jobs_trigger_fails": {"deferrable": True},
     "afd_jobs_deleted": {"deferrable": True},
-    "afd_jobs_timeout": {"deferrable": False, "execution_timeout": timedelta(seconds=8)},
+    "afd_jobs_timeout": {"deferrable": True, "execution_timeout": timedelta(seconds=10)},
     "afd_jobs_tracked": {"deferrable": True},
     "afd_jobs_done": {"deferrable": True},
 }
