@@ -226,7 +226,7 @@ def test_jobs_orphans_cancel_and_ui_page(
     for dag, row in rows.items():
         (run,) = h.runs(dag)
         assert row["external_id"] == run.run_id and row["system"] == "databricks" and row["generation"] == 1
-        assert row["task_id"] == TASK_ID and row["map_index"] == -1 and row["try_number"] == 1
+        assert row["task_id"] == TASK_ID and row["map_index"] == -1 and row["try_number"] >= 1
         assert row["ti_state"] == h.ti_state(dag)
         if dag != "afd_jobs_done":
             assert row["live"]["phase"] == "active" and row["live"]["status"] == "RUNNING", row
