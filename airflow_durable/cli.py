@@ -1,4 +1,4 @@
-"""The ``airflow-durable`` command line: ``demo``, ``check`` and ``migrate``."""
+"""The ``airflow-durable`` command line: ``demo``, ``check``, ``migrate``, ``jobs`` and ``orphans``."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ app = typer.Typer(
 def _register_subcommands() -> None:
     # Each feature module owns its commands; importing them lazily keeps `--help` fast.
     from airflow_durable.demo.cli import register as register_demo
+    from airflow_durable.jobs.cli import register as register_jobs
     from airflow_durable.lint.cli import register as register_lint
 
     register_demo(app)
     register_lint(app)
+    register_jobs(app)
 
 
 def main() -> None:

@@ -19,6 +19,10 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["service"],
             }
         ],
+        # The "Durable jobs" page in Airflow's UI (a FastAPI app + an external view); see docs/jobs.md.
+        "plugins": [
+            {"name": "airflow_durable_jobs", "plugin-class": "airflow_durable.plugins.DurableJobsPlugin"}
+        ],
         "operators": [
             {
                 "integration-name": "Durable Databricks",

@@ -869,13 +869,6 @@ def _assert_new_job(r: dict[str, Any]) -> None:
     assert r["left_running"] == [], f"a run is left running untracked{w}"
 
 
-ZOMBIE_SYNC_CANCELS = pytest.mark.xfail(
-    strict=False,
-    reason="engine f0d8384: on the sync path the zombie try 1's on_kill still cancels the run that try 2 "
-    "reconnected to (measured: 1 run, cancelled, tries failed/failed)",
-)
-
-
 # -- 1. a new logical job never receives an older job
 def test_1a_rerun_of_a_deleted_dag_run_submits_a_new_job(main: dict[str, Any]) -> None:
     r = _get(main, "1a")
@@ -948,7 +941,6 @@ def test_2c_lower_retries_then_clear_runs_a_new_job(main: dict[str, Any]) -> Non
 
 
 # -- 3. only the owner cancels
-@ZOMBIE_SYNC_CANCELS
 def test_3a_zombie_try_does_not_cancel_the_job_its_successor_tracks(main: dict[str, Any]) -> None:
     r = _get(main, "3a")
     w = _why(r)

@@ -1,0 +1,458 @@
+"""Collect a deployment's durable jobs through the REST API, probe them, and find the orphans.
+
+An *orphan* is a job that is still active on its system while nothing in Airflow waits for it:
+
+* ``task ended``: the record still tracks the job (``submitted``) but its task instance ended
+  (success, failed, skipped, upstream_failed, removed) — a deferred try that hit ``execution_timeout``,
+  a task marked failed whose ``on_kill`` cancel failed or never ran;
+* ``cleared``: the task was cleared since the record was written (v2 records: the task instance's
+  ``max_tries`` rose, the engine's own epoch rule) and no try runs yet: the next try cancels that job and
+  starts the next generation, but until it runs (or if it never does) nothing waits for the job;
+* ``superseded``: an earlier generation's job named in the record's ``history`` is still running;
+* ``DAG run deleted`` / ``task instance deleted`` / ``record deleted``: the record is gone. Airflow deletes
+  a DAG run's task-state-store rows with the run, so these are found only through the local cache of
+  what an earlier ``jobs``/``orphans`` run saw (see :class:`JobCache`).
+
+A job whose task instance is ``running`` or ``deferred`` is never cancelled (:data:`PROTECTED_STATES`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from airflow_durable.jobs.api import AirflowApi, ApiError, NotFound
+from airflow_durable.jobs.records import DURABLE_OPERATORS, KEY_PREFIX, RecordError, parse_record
+from airflow_durable.jobs.systems import LiveStatus, cancel, console_url, live_status
+
+__all__ = [
+    "ENDED_STATES",
+    "PROTECTED_STATES",
+    "CancelOutcome",
+    "JobCache",
+    "JobRow",
+    "cancel_orphans",
+    "collect",
+    "find_orphans",
+    "probe",
+]
+
+#: Task-instance states after which nothing will wait for the job again (short of a clear).
+ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+#: A try is (or is about to be) waiting for the job: never cancel it.
+PROTECTED_STATES = frozenset({"running", "deferred"})
+
+
+@dataclass
+class JobRow:
+    """One durable job as ``jobs`` shows it (JSON-serialisable through :meth:`to_json`)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    system: str
+    external_id: Any
+    generation: int | None
+    record_state: str  # submitting | submitted | done | gone | unreadable
+    ti_state: str | None
+    try_number: int | None = None
+    key: str = ""
+    token: str | None = None
+    schema: str | None = None
+    operator: str | None = None
+    locator: dict[str, Any] = field(default_factory=dict)
+    started_at: str | None = None
+    epoch: int | None = None
+    #: The record's ``max_tries`` (v2) and the task instance's now: a user's clear raises the latter.
+    record_max_tries: int | None = None
+    ti_max_tries: int | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    #: "record" (the record's job), "history" (an earlier generation), "cache" (record gone)
+    source: str = "record"
+    #: For a "history" row: the generation the record tracks now.
+    current_generation: int | None = None
+    note: str | None = None
+    live: LiveStatus | None = None
+    orphan: str | None = None  # why it is an orphan, once probed
+    ti_url: str | None = None
+
+    @property
+    def ident(self) -> str:
+        return "|".join((self.dag_id, self.run_id, self.task_id, str(self.map_index), self.key))
+
+    @property
+    def job_url(self) -> str | None:
+        if self.live is not None and self.live.url:
+            return self.live.url
+        return console_url(self.system, self.locator, self.external_id)
+
+    def age_seconds(self, now: datetime | None = None) -> float | None:
+        start = _parse_time(self.started_at)
+        if start is None:
+            return None
+        return max(0.0, ((now or datetime.now(timezone.utc)) - start).total_seconds())
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["live"] = asdict(self.live) if self.live is not None else None
+        out["job_url"] = self.job_url
+        out["age_seconds"] = self.age_seconds()
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobRow:
+        names = set(cls.__dataclass_fields__)
+        values = {k: v for k, v in data.items() if k in names and k != "live"}
+        return cls(**values)
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def ti_url(base_url: str, dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """The task instance's page in Airflow's UI."""
+    url = f"{base_url.rstrip('/')}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
+    url += f"/tasks/{quote(task_id, safe='')}"
+    return f"{url}/mapped/{map_index}" if map_index >= 0 else url
+
+
+# --------------------------------------------------------------------------- collection
+def collect(
+    api: AirflowApi,
+    dag_id: str | None = None,
+    operators: Sequence[str] = (),
+    ui_url: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[JobRow]:
+    """One row per durable record of the deployment (or of ``dag_id``)."""
+    names = list(dict.fromkeys([*DURABLE_OPERATORS, *operators]))
+    tis = list(api.task_instances(dag_id, operators=names))
+    rows: list[JobRow] = []
+    for done, ti in enumerate(tis, 1):
+        if progress is not None:
+            progress(done, len(tis))
+        entries = api.state_store(ti["dag_id"], ti["dag_run_id"], ti["task_id"], int(ti["map_index"]))
+        for entry in entries:
+            key = str(entry.get("key", ""))
+            if not key.startswith(KEY_PREFIX):
+                continue
+            rows.append(_row(ti, key, entry.get("value"), ui_url or api.url))
+    return rows
+
+
+def _row(ti: dict[str, Any], key: str, value: Any, ui_url: str) -> JobRow:
+    base = {
+        "dag_id": ti["dag_id"],
+        "run_id": ti["dag_run_id"],
+        "task_id": ti["task_id"],
+        "map_index": int(ti["map_index"]),
+        "ti_state": ti.get("state"),
+        "try_number": ti.get("try_number"),
+        "key": key,
+        "ti_url": ti_url(ui_url, ti["dag_id"], ti["dag_run_id"], ti["task_id"], int(ti["map_index"])),
+    }
+    try:
+        rec = parse_record(key, value)
+    except RecordError as err:
+        return JobRow(
+            system=key.removeprefix(KEY_PREFIX),
+            external_id=None,
+            generation=None,
+            record_state="unreadable",
+            note=f"not an airflow-durable record: {err}",
+            **base,
+        )
+    row = JobRow(
+        system=rec.system,
+        external_id=rec.external_id,
+        generation=rec.generation,
+        record_state=rec.state,
+        token=rec.token,
+        schema=rec.schema,
+        operator=rec.operator or ti.get("operator"),
+        locator=rec.locator,
+        started_at=rec.submitted_at or rec.intent_at or ti.get("start_date"),
+        epoch=rec.epoch,
+        record_max_tries=rec.max_tries,
+        ti_max_tries=ti.get("max_tries") if isinstance(ti.get("max_tries"), int) else None,
+        history=rec.history,
+        note="locator assumed: v1 record (default connection)" if rec.locator_assumed else None,
+        **base,
+    )
+    return row
+
+
+def superseded_rows(rows: Iterable[JobRow]) -> list[JobRow]:
+    """The earlier generations' jobs the records' histories name (one row each)."""
+    out: list[JobRow] = []
+    for row in rows:
+        if row.record_state == "unreadable":
+            continue
+        seen: set[str] = {str(row.external_id)}
+        for entry in row.history:
+            ext = entry.get("external_id")
+            if ext is None or str(ext) in seen:
+                continue
+            seen.add(str(ext))
+            out.append(
+                JobRow(
+                    dag_id=row.dag_id,
+                    run_id=row.run_id,
+                    task_id=row.task_id,
+                    map_index=row.map_index,
+                    system=row.system,
+                    external_id=ext,
+                    generation=entry.get("generation"),
+                    record_state="superseded",
+                    ti_state=row.ti_state,
+                    try_number=row.try_number,
+                    key=row.key,
+                    token=row.token,
+                    schema=row.schema,
+                    operator=row.operator,
+                    locator=row.locator,
+                    started_at=entry.get("at"),
+                    source="history",
+                    current_generation=row.generation,
+                    ti_url=row.ti_url,
+                )
+            )
+    return out
+
+
+def probe(rows: Sequence[JobRow], progress: Callable[[int, int], None] | None = None) -> None:
+    """Fill ``row.live`` from each job's system (rows without an id are skipped)."""
+    for done, row in enumerate(rows, 1):
+        if row.external_id is not None and row.record_state != "unreadable":
+            with warnings.catch_warnings():  # provider deprecation noise, not the user's concern here
+                warnings.simplefilter("ignore")
+                row.live = live_status(row.system, row.locator, row.external_id)
+        if progress is not None:
+            progress(done, len(rows))
+
+
+def orphan_reason(row: JobRow) -> str | None:
+    """Why nothing waits for this (probed) job, or ``None`` if something does or it is not active."""
+    if row.live is None or not row.live.active:
+        return None
+    if row.source == "cache":
+        return row.note or "record gone"
+    if row.source == "history":
+        return f"superseded by generation {row.current_generation or '?'}"
+    if row.record_state != "submitted":
+        return None
+    if row.ti_state in ENDED_STATES:
+        return f"task instance {row.ti_state}"
+    if _cleared(row) and row.ti_state not in PROTECTED_STATES:
+        return f"task cleared since (max_tries {row.record_max_tries} -> {row.ti_max_tries})"
+    return None
+
+
+def _cleared(row: JobRow) -> bool:
+    """The engine's rule (``Epoch.same_as``): a record whose ``max_tries`` differs is of another epoch."""
+    return (
+        row.record_max_tries is not None
+        and row.ti_max_tries is not None
+        and (row.record_max_tries != row.ti_max_tries)
+    )
+
+
+def candidates(rows: Sequence[JobRow]) -> list[JobRow]:
+    """The rows that may be orphans: worth a live lookup."""
+    out = []
+    for row in rows:
+        if row.record_state != "submitted":
+            continue
+        if row.ti_state in ENDED_STATES or (_cleared(row) and row.ti_state not in PROTECTED_STATES):
+            out.append(row)
+    out += superseded_rows(rows)
+    return out
+
+
+# --------------------------------------------------------------------------- cache
+class JobCache:
+    """What earlier runs saw of jobs whose record tracked them: finds jobs whose record was deleted.
+
+    One JSON file per deployment URL (default ``$XDG_CACHE_HOME/airflow-durable/``). Limits: it only
+    knows the jobs an earlier ``jobs``/``orphans`` run (or the UI page) on this machine saw while their
+    record existed; a run deleted between two looks, with a job started after the first, is missed.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def for_url(cls, url: str, directory: Path | None = None) -> JobCache:
+        base = (
+            directory or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "airflow-durable"
+        )
+        digest = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
+        return cls(base / f"jobs-{digest}.json")
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data.get("jobs", {}) if isinstance(data, dict) else {}
+
+    def save(self, jobs: dict[str, dict[str, Any]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"version": 1, "jobs": jobs}, default=str, indent=1))
+        tmp.replace(self.path)
+
+
+def lost_rows(
+    api: AirflowApi,
+    cache: JobCache,
+    rows: Sequence[JobRow],
+    in_scope: Callable[[str], bool],
+    ui_url: str,
+) -> list[JobRow]:
+    """Cached jobs (of DAGs ``in_scope``) whose record is no longer there, each with why it is gone.
+
+    An entry the caller may not read (403) is left alone: it is someone else's to judge.
+    """
+    present = {row.ident for row in rows}
+    lost: list[JobRow] = []
+    run_gone: dict[tuple[str, str], bool | None] = {}
+    for ident, data in cache.load().items():
+        if ident in present or not in_scope(str(data.get("dag_id"))):
+            continue
+        row = JobRow.from_json(data)
+        row.source, row.record_state, row.ti_state = "cache", "gone", None
+        run = (row.dag_id, row.run_id)
+        if run not in run_gone:
+            try:
+                api.dag_run(*run)
+                run_gone[run] = False
+            except NotFound:
+                run_gone[run] = True
+            except ApiError:
+                run_gone[run] = None
+        if run_gone[run] is None:
+            continue
+        if run_gone[run]:
+            row.note = "DAG run deleted"
+        else:
+            try:
+                ti = api.task_instance(row.dag_id, row.run_id, row.task_id, row.map_index)
+            except NotFound:
+                row.note = "task instance deleted"
+            except ApiError:
+                continue
+            else:
+                row.ti_state = ti.get("state")
+                row.note = "record deleted"
+        row.ti_url = ti_url(ui_url, row.dag_id, row.run_id, row.task_id, row.map_index)
+        lost.append(row)
+    return lost
+
+
+#: What the cache does not keep of a row: derived, or only meaningful at the time of the look.
+_NOT_CACHED = ("live", "orphan", "history", "job_url", "age_seconds", "ti_url", "note", "current_generation")
+
+
+def _cached(row: JobRow) -> dict[str, Any]:
+    data = row.to_json()
+    for key in _NOT_CACHED:
+        data.pop(key, None)
+    data.update(source="record", record_state="submitted", ti_state=row.ti_state)
+    return data
+
+
+def update_cache(cache: JobCache, rows: Sequence[JobRow], lost: Sequence[JobRow] = ()) -> None:
+    """Remember every job a record tracks; forget a lost job once its system says it is over.
+
+    Entries this call did not look at (other DAGs, DAGs the caller may not read) stay as they are.
+    """
+    jobs = cache.load()
+    for row in rows:
+        if row.source != "record":
+            continue
+        if row.record_state == "submitted" and row.external_id is not None:
+            jobs[row.ident] = _cached(row)
+        else:
+            jobs.pop(row.ident, None)
+    for row in lost:
+        if row.live is not None and row.live.phase in ("succeeded", "failed", "not_found"):
+            jobs.pop(row.ident, None)
+    cache.save(jobs)
+
+
+# --------------------------------------------------------------------------- orphans
+def find_orphans(
+    api: AirflowApi,
+    dag_id: str | None = None,
+    operators: Sequence[str] = (),
+    cache: JobCache | None = None,
+    ui_url: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    rows: list[JobRow] | None = None,
+    in_scope: Callable[[str], bool] | None = None,
+) -> tuple[list[JobRow], list[JobRow]]:
+    """``(rows, orphans)``: every record's row, and the probed jobs nothing waits for."""
+    if rows is None:
+        rows = collect(api, dag_id, operators, ui_url=ui_url)
+    if in_scope is None:
+        in_scope = (lambda d: True) if dag_id is None else (lambda d: d == dag_id)
+    lost = lost_rows(api, cache, rows, in_scope, ui_url or api.url) if cache is not None else []
+    todo = candidates(rows) + lost
+    probe(todo, progress)
+    for row in todo:
+        row.orphan = orphan_reason(row)
+    if cache is not None:
+        update_cache(cache, rows, lost)
+    return rows, [row for row in todo if row.orphan]
+
+
+@dataclass
+class CancelOutcome:
+    row: JobRow
+    cancelled: bool
+    message: str
+
+
+def cancel_orphans(api: AirflowApi, orphans: Sequence[JobRow]) -> list[CancelOutcome]:
+    """Cancel each orphan through its system, after re-reading its task instance's state."""
+    out: list[CancelOutcome] = []
+    for row in orphans:
+        state = row.ti_state
+        if row.note != "DAG run deleted":
+            try:
+                state = api.task_instance(row.dag_id, row.run_id, row.task_id, row.map_index).get("state")
+            except NotFound:
+                state = None
+            except ApiError as err:
+                out.append(
+                    CancelOutcome(row, False, f"not cancelled: could not re-read its task instance ({err})")
+                )
+                continue
+        if state in PROTECTED_STATES:
+            out.append(CancelOutcome(row, False, f"not cancelled: its task instance is {state}"))
+            continue
+        try:
+            cancel(row.system, row.locator, row.external_id)
+        except Exception as err:
+            out.append(CancelOutcome(row, False, f"cancel failed: {type(err).__name__}: {str(err)[:200]}"))
+            continue
+        after = live_status(row.system, row.locator, row.external_id)
+        out.append(CancelOutcome(row, True, f"cancel requested; {row.system} now says {after.status}"))
+    return out
