@@ -25,9 +25,10 @@ TASK_ID = "submit_run"
 #: dag_id -> operator options. "upstream": the provider's operator instead of the durable one.
 SPECS: dict[str, dict[str, Any]] = {
     # 1. a new logical job never receives an older job
-    "lj_rerun_deleted": {},
-    "lj_retention_clean": {},
-    "lj_clear_on_success": {},  # deployment with [state_store] clear_on_success = True
+    # (one retry each: a try that a loaded deployment fails on its own must reconnect, never resubmit)
+    "lj_rerun_deleted": {"retries": 1},
+    "lj_retention_clean": {"retries": 1},
+    "lj_clear_on_success": {"retries": 1},  # deployment with [state_store] clear_on_success = True
     # 2. a user's clear or mark starts a new logical job
     "lj_clear_deferred": {},
     "lj_clear_deferred_upstream": {"upstream": True},
