@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 # Airflow reads its home and config at import time, so this must run before any test module imports it.
 _home = tempfile.mkdtemp(prefix="airflow-durable-tests-")
+atexit.register(shutil.rmtree, _home, ignore_errors=True)  # each pytest process removes its own home
 os.environ["AIRFLOW_HOME"] = _home
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", os.path.join(os.path.dirname(__file__), "e2e", "dags"))

@@ -28,6 +28,7 @@ dbt Cloud) uses it. It is test machinery: nothing in ``airflow_durable`` outside
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import ipaddress
 import json
@@ -88,6 +89,9 @@ class LoopbackCA:
             raise ValueError("a server certificate needs at least one hostname")
         self.hostnames = list(hostnames)
         self.directory = Path(directory or tempfile.mkdtemp(prefix="airflow-durable-tls-"))
+        if directory is None:
+            # Emulators keep their CA for their whole life (a restart reuses it): gone with the process.
+            atexit.register(shutil.rmtree, self.directory, ignore_errors=True)
         self.directory.mkdir(parents=True, exist_ok=True)
         now = datetime.datetime.now(datetime.timezone.utc)
         validity = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=2))
@@ -316,6 +320,7 @@ def sitecustomize_dir() -> Path:
     with _lock:
         if _site_dir is None:
             directory = Path(tempfile.mkdtemp(prefix="airflow-durable-site-"))
+            atexit.register(shutil.rmtree, directory, ignore_errors=True)
             (directory / "sitecustomize.py").write_text(_SITECUSTOMIZE.format(routes_env=ROUTES_ENV))
             _site_dir = directory
         return _site_dir

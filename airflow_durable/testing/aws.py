@@ -31,11 +31,13 @@ imports nothing from Airflow.
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import http.client
 import json
 import os
 import re
+import shutil
 import threading
 import time
 import uuid
@@ -173,6 +175,7 @@ def _trimmed_botocore_data() -> str:
             for partition in endpoints["partitions"]:
                 partition["services"] = {}
             path = tempfile.mkdtemp(prefix="airflow-durable-botocore-")
+            atexit.register(shutil.rmtree, path, ignore_errors=True)
             with open(os.path.join(path, "endpoints.json"), "w") as f:
                 json.dump(endpoints, f)
             _data_path = path
