@@ -45,6 +45,7 @@ from unittest import mock
 
 import pytest
 
+from tests.conformance import conftest as conformance
 from tests.conformance.systems import SYSTEMS, SystemCase
 from tests.harness import MemoryStateStore, TaskRunner, TryOutcome, WorkerCrash, _first_event, _rebuild
 
@@ -59,21 +60,12 @@ CASES = [c for c in SYSTEMS if not SELECTED or c.id in SELECTED]
 PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
 
 
-def _param(case: SystemCase) -> Any:
-    reason = case.upstream_broken()
-    return pytest.param(case, id=case.id, marks=pytest.mark.skipif(reason is not None, reason=reason or ""))
+emulator = conformance.emulator  # the conformance suite's fixture: the case's emulator, its lifecycle set
 
 
-@pytest.fixture(params=[_param(c) for c in CASES])
+@pytest.fixture(params=[conformance.case_param(c) for c in CASES])
 def case(request: pytest.FixtureRequest) -> SystemCase:
     return request.param
-
-
-@pytest.fixture
-def emulator(case: SystemCase, request: pytest.FixtureRequest) -> Any:
-    emulator = request.getfixturevalue(case.emulator_fixture)
-    emulator.lifecycle = case.lifecycle()
-    return emulator
 
 
 def emit(record: dict[str, Any]) -> None:

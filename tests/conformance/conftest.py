@@ -9,12 +9,13 @@ import pytest
 from tests.conformance.systems import SYSTEMS, SystemCase
 
 
-def _param(case: SystemCase) -> Any:
+def case_param(case: SystemCase) -> Any:
+    """``case`` as a pytest param, skipped (saying why) where the installed provider operator cannot run."""
     reason = case.upstream_broken()
     return pytest.param(case, id=case.id, marks=pytest.mark.skipif(reason is not None, reason=reason or ""))
 
 
-@pytest.fixture(params=[_param(case) for case in SYSTEMS])
+@pytest.fixture(params=[case_param(case) for case in SYSTEMS])
 def case(request: pytest.FixtureRequest) -> SystemCase:
     return request.param
 
