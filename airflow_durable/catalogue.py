@@ -1,0 +1,302 @@
+"""The catalogue: every durable operator, the provider operator it replaces, and how it closes the window.
+
+This is the one list of what airflow-durable ships. Everything else that enumerates systems or
+operators is generated from it or checked against it by a test (``tests/test_catalogue.py``):
+``get_provider_info``, the README and docs capability tables, the ``check``/``migrate`` drop-in table,
+the demo's systems, the jobs CLI's systems and the conformance registry.
+
+Plain data, no imports beyond the standard library: the CLI, the provider-discovery entry point and
+the lint read it on machines where no provider package is installed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "OPERATORS",
+    "SYSTEMS",
+    "SYSTEM_NAMES",
+    "Operator",
+    "System",
+    "docs_url",
+    "integration",
+    "operator",
+    "operators_of",
+]
+
+
+@dataclass(frozen=True)
+class System:
+    """One integration: a provider package, one durable operator module, one docs page."""
+
+    #: Stable short name of the integration (the docs page name).
+    name: str
+    #: What a user calls it, in tables and in ``airflow providers list``.
+    title: str
+    #: ``pip install "airflow-durable[<extra>]"``.
+    extra: str
+    #: The provider distribution the extra installs.
+    provider_package: str
+    #: The durable operator module of this system.
+    module: str
+    #: The docs page, relative to ``docs/``.
+    doc: str
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One durable operator and the provider operator it replaces with the same arguments."""
+
+    #: The :class:`System` (integration) it belongs to.
+    integration: str
+    #: Stable short name of the job kind: ``--system`` in the CLI and the demo, the record's ``system``
+    #: field, the operator's ``durable_system``.
+    system: str
+    #: The operator's own short name (a system may have several operators).
+    title: str
+    durable_module: str
+    durable_class: str
+    provider_module: str
+    provider_class: str
+    #: The provider trigger the deferrable path defers to (a name in ``provider_module``'s namespace).
+    trigger: str
+    #: The task-state-store key. Fixed forever once released.
+    key: str
+    #: How the submit→persist window is closed, in words (the README's column).
+    window: str
+    #: The argument that turns "submit and wait" into "submit only"; ``None`` when it always waits.
+    no_wait_kwarg: str | None = None
+    #: False when the provider operator does not wait unless told to (``EmrAddStepsOperator``).
+    waits_by_default: bool = True
+
+    @property
+    def provider_qualname(self) -> str:
+        return f"{self.provider_module}.{self.provider_class}"
+
+    @property
+    def durable_qualname(self) -> str:
+        return f"{self.durable_module}.{self.durable_class}"
+
+
+_OPS = "airflow_durable.operators"
+_DBX = "airflow.providers.databricks.operators.databricks"
+_EMR = "airflow.providers.amazon.aws.operators.emr"
+_DOCS_URL = "https://airflow-durable.readthedocs.io/en/latest/"
+
+SYSTEMS: tuple[System, ...] = (
+    System(
+        "databricks",
+        "Databricks",
+        "databricks",
+        "apache-airflow-providers-databricks",
+        f"{_OPS}.databricks",
+        "systems/databricks.md",
+    ),
+    System(
+        "snowflake",
+        "Snowflake",
+        "snowflake",
+        "apache-airflow-providers-snowflake",
+        f"{_OPS}.snowflake",
+        "systems/snowflake.md",
+    ),
+    System(
+        "bigquery",
+        "BigQuery",
+        "google",
+        "apache-airflow-providers-google",
+        f"{_OPS}.bigquery",
+        "systems/bigquery.md",
+    ),
+    System(
+        "redshift",
+        "Redshift Data",
+        "amazon",
+        "apache-airflow-providers-amazon",
+        f"{_OPS}.redshift",
+        "systems/redshift.md",
+    ),
+    System("emr", "Amazon EMR", "amazon", "apache-airflow-providers-amazon", f"{_OPS}.emr", "systems/emr.md"),
+    System(
+        "batch", "AWS Batch", "amazon", "apache-airflow-providers-amazon", f"{_OPS}.batch", "systems/batch.md"
+    ),
+    System(
+        "dbt-cloud",
+        "dbt Cloud",
+        "dbt-cloud",
+        "apache-airflow-providers-dbt-cloud",
+        f"{_OPS}.dbt_cloud",
+        "systems/dbt-cloud.md",
+    ),
+)
+
+OPERATORS: tuple[Operator, ...] = (
+    Operator(
+        "databricks",
+        "databricks",
+        "submit run",
+        f"{_OPS}.databricks",
+        "DurableDatabricksSubmitRunOperator",
+        _DBX,
+        "DatabricksSubmitRunOperator",
+        "DatabricksExecutionTrigger",
+        "airflow_durable.databricks_submit_run",
+        "closed: native `idempotency_token`",
+        "wait_for_termination",
+    ),
+    Operator(
+        "databricks",
+        "databricks",
+        "run now",
+        f"{_OPS}.databricks",
+        "DurableDatabricksRunNowOperator",
+        _DBX,
+        "DatabricksRunNowOperator",
+        "DatabricksExecutionTrigger",
+        "airflow_durable.databricks_run_now",
+        "closed: native `idempotency_token`",
+        "wait_for_termination",
+    ),
+    Operator(
+        "snowflake",
+        "snowflake",
+        "SQL API",
+        f"{_OPS}.snowflake",
+        "DurableSnowflakeSqlApiOperator",
+        "airflow.providers.snowflake.operators.snowflake",
+        "SnowflakeSqlApiOperator",
+        "SnowflakeSqlApiTrigger",
+        "airflow_durable.snowflake_sql_api",
+        "closed: native `requestId` + `retry=true`",
+    ),
+    Operator(
+        "bigquery",
+        "bigquery",
+        "insert job",
+        f"{_OPS}.bigquery",
+        "DurableBigQueryInsertJobOperator",
+        "airflow.providers.google.cloud.operators.bigquery",
+        "BigQueryInsertJobOperator",
+        "BigQueryInsertJobTrigger",
+        "airflow_durable.bigquery_insert_job",
+        "closed: caller-chosen job id from the token, 409 adopts the job "
+        "(`force_rerun=False`: only for the states in `reattach_states`)",
+    ),
+    Operator(
+        "redshift",
+        "redshift",
+        "Data API statement",
+        f"{_OPS}.redshift",
+        "DurableRedshiftDataOperator",
+        "airflow.providers.amazon.aws.operators.redshift_data",
+        "RedshiftDataOperator",
+        "RedshiftDataTrigger",
+        "airflow_durable.redshift_data",
+        "closed: native `ClientToken`",
+        "wait_for_completion",
+    ),
+    Operator(
+        "emr",
+        "emr-steps",
+        "steps",
+        f"{_OPS}.emr",
+        "DurableEmrAddStepsOperator",
+        _EMR,
+        "EmrAddStepsOperator",
+        "EmrAddStepsTrigger",
+        "airflow_durable.emr_add_steps",
+        "closed: token in the step names, `ListSteps` lookup; two tries adding at once converge on the "
+        "earliest set, the other is cancelled",
+        "wait_for_completion",
+        waits_by_default=False,
+    ),
+    Operator(
+        "emr",
+        "emr-serverless",
+        "Serverless",
+        f"{_OPS}.emr",
+        "DurableEmrServerlessStartJobOperator",
+        _EMR,
+        "EmrServerlessStartJobOperator",
+        "EmrServerlessStartJobTrigger",
+        "airflow_durable.emr_serverless_start_job",
+        "closed: native `clientToken`",
+        "wait_for_completion",
+    ),
+    Operator(
+        "emr",
+        "emr-eks",
+        "on EKS",
+        f"{_OPS}.emr",
+        "DurableEmrContainerOperator",
+        _EMR,
+        "EmrContainerOperator",
+        "EmrContainerTrigger",
+        "airflow_durable.emr_container",
+        "closed: native `clientToken`, `ListJobRuns(name=…)` lookup",
+        "wait_for_completion",
+    ),
+    Operator(
+        "batch",
+        "batch",
+        "job",
+        f"{_OPS}.batch",
+        "DurableBatchOperator",
+        "airflow.providers.amazon.aws.operators.batch",
+        "BatchOperator",
+        "BatchJobTrigger",
+        "airflow_durable.batch",
+        "closed: token in job tag, looked up (`ListJobs` by name + tags) before resubmitting; two tries "
+        "submitting at once converge on the earliest job, the other is terminated",
+        "wait_for_completion",
+    ),
+    Operator(
+        "dbt-cloud",
+        "dbt-cloud",
+        "run job",
+        f"{_OPS}.dbt_cloud",
+        "DurableDbtCloudRunJobOperator",
+        "airflow.providers.dbt.cloud.operators.dbt",
+        "DbtCloudRunJobOperator",
+        "DbtCloudRunJobTrigger",
+        "airflow_durable.dbt_cloud_run_job",
+        "closed by lookup: token in the run's `cause`, found before resubmitting (open for a "
+        "`retry_from_failure` `/rerun/`, which takes no cause)",
+        "wait_for_termination",
+    ),
+)
+
+_SYSTEMS_BY_NAME = {s.name: s for s in SYSTEMS}
+_OPERATORS_BY_CLASS = {o.durable_class: o for o in OPERATORS}
+#: Every job kind (``--system`` value), in catalogue order.
+SYSTEM_NAMES: tuple[str, ...] = tuple(dict.fromkeys(o.system for o in OPERATORS))
+
+
+def integration(name: str) -> System:
+    """The integration called ``name``; ``KeyError`` naming the known ones otherwise."""
+    try:
+        return _SYSTEMS_BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown system {name!r}; known: {', '.join(_SYSTEMS_BY_NAME)}") from None
+
+
+def operator(durable_class: str) -> Operator:
+    """The catalogue row of a durable operator class name."""
+    try:
+        return _OPERATORS_BY_CLASS[durable_class]
+    except KeyError:
+        raise KeyError(f"{durable_class!r} is not a durable operator in the catalogue") from None
+
+
+def docs_url(sys: System) -> str:
+    """The published docs page of a system."""
+    return _DOCS_URL + sys.doc.removesuffix(".md") + "/"
+
+
+def operators_of(system_name: str) -> tuple[Operator, ...]:
+    """The operators of one job kind (``databricks`` has two); ``KeyError`` for an unknown one."""
+    found = tuple(o for o in OPERATORS if o.system == system_name)
+    if not found:
+        raise KeyError(f"unknown system {system_name!r}; known: {', '.join(SYSTEM_NAMES)}")
+    return found
