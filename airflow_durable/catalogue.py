@@ -48,7 +48,7 @@ class System:
 class Operator:
     """One durable operator and the provider operator it replaces with the same arguments."""
 
-    #: The :class:`System` (integration) it belongs to.
+    #: The `System` (integration) it belongs to.
     integration: str
     #: Stable short name of the job kind: ``--system`` in the CLI and the demo, the record's ``system``
     #: field, the operator's ``durable_system``.
