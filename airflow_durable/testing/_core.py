@@ -9,13 +9,14 @@ speaks plain HTTP on 127.0.0.1, so the unmodified provider hooks reach it throug
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Literal, Self
@@ -24,6 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 __all__ = [
     "ScriptedEmulator",
     "EmulatorError",
+    "EnvironSetter",
     "Fault",
     "FaultPlan",
     "Ledger",
@@ -34,11 +36,24 @@ __all__ = [
     "Response",
     "Transport",
     "classify_transport",
+    "set_environ",
 ]
 
 Transport = Literal["sync", "async"]
+#: Where an emulator installs its environment: ``monkeypatch.setenv``-like, or a mapping (``os.environ``).
+EnvironSetter = Callable[[str, str], Any] | MutableMapping[str, str]
 #: Header a non-hook client may send to state its transport explicitly (it wins over the heuristic).
 TRANSPORT_HEADER = "X-Emulator-Transport"
+
+
+def set_environ(target: EnvironSetter | None, values: Mapping[str, str]) -> None:
+    """Set ``values`` through ``target``: a ``(name, value)`` callable or a mapping (default ``os.environ``)."""
+    setter = os.environ if target is None else target
+    for name, value in values.items():
+        if callable(setter):
+            setter(name, value)
+        else:
+            setter[name] = value
 
 
 # --------------------------------------------------------------------------- ledger

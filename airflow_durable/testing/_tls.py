@@ -29,8 +29,6 @@ dbt Cloud) uses it. It is test machinery: nothing in ``airflow_durable`` outside
 from __future__ import annotations
 
 import atexit
-import datetime
-import ipaddress
 import json
 import os
 import shutil
@@ -63,16 +61,21 @@ CA_ENV = "AIRFLOW_DURABLE_TESTING_CA"
 
 # --------------------------------------------------------------------------- certificates
 class LoopbackCA:
-    """A throwaway CA and one server certificate (EC P-256) for ``hostnames``, written to ``directory``.
+    """A throwaway CA (``trustme``) and one server certificate for ``hostnames``.
 
-    The CA exists only in that (temporary) directory, removed by :meth:`cleanup`; its key never leaves
-    the process. ``ca_file`` is the CA alone; ``bundle_file`` is the CA appended to the default trust
-    store (certifi's, where installed), so a process that points ``SSL_CERT_FILE`` at it still trusts
-    everything else. ``requests`` re-reads ``REQUESTS_CA_BUNDLE`` on every connection, so that one
-    gets the small ``ca_file`` (the full bundle costs ~0.1-0.15 s per request).
+    The keys stay in memory: the server context loads them (``trustme`` passes them through a
+    temporary file it removes at once), so no private key is left on disk. Only the public CA is
+    written, to ``directory`` (a temporary one by default, removed at process exit or by `cleanup`),
+    for clients in other processes. ``ca_file`` is the CA alone; ``bundle_file`` is the CA appended to
+    the default trust store (certifi's, where installed), so a process that points ``SSL_CERT_FILE`` at
+    it still trusts everything else. ``requests`` re-reads ``REQUESTS_CA_BUNDLE`` on every connection,
+    so that one gets the small ``ca_file`` (the full bundle costs ~0.1-0.15 s per request).
 
-    :param hostnames: the names (or IP addresses) the server certificate is valid for; a wildcard
-        ``*.example.com`` covers one label. The default suits a hook that calls ``https://127.0.0.1:<port>``.
+    Args:
+        hostnames: the names (or IP addresses) the server certificate is valid for; a wildcard
+            ``*.example.com`` covers one label. The default suits a hook that calls
+            ``https://127.0.0.1:<port>``.
+        directory: where the public CA files go (a new temporary directory if omitted).
     """
 
     def __init__(
@@ -80,10 +83,13 @@ class LoopbackCA:
         hostnames: Sequence[str] = ("127.0.0.1", "localhost"),
         directory: str | os.PathLike[str] | None = None,
     ) -> None:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+        try:
+            import trustme
+        except ImportError:  # a test extra: the HTTPS emulators (Snowflake, dbt Cloud) need it
+            raise ImportError(
+                "the HTTPS emulators need trustme for their loopback CA: pip install 'airflow-durable[test]' "
+                "(or pip install trustme)"
+            ) from None
 
         if not hostnames:
             raise ValueError("a server certificate needs at least one hostname")
@@ -93,90 +99,31 @@ class LoopbackCA:
             # Emulators keep their CA for their whole life (a restart reuses it): gone with the process.
             atexit.register(shutil.rmtree, self.directory, ignore_errors=True)
         self.directory.mkdir(parents=True, exist_ok=True)
-        now = datetime.datetime.now(datetime.timezone.utc)
-        validity = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=2))
-
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "airflow-durable test CA")])
-        ca_cert = (
-            x509.CertificateBuilder()
-            .subject_name(ca_name)
-            .issuer_name(ca_name)
-            .public_key(ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(validity[0])
-            .not_valid_after(validity[1])
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-
-        key = ec.generate_private_key(ec.SECP256R1())
-        names: list[x509.GeneralName] = []
-        for name in self.hostnames:
-            try:
-                names.append(x509.IPAddress(ipaddress.ip_address(name)))
-            except ValueError:
-                names.append(x509.DNSName(name))
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, self.hostnames[0])]))
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(validity[0])
-            .not_valid_after(validity[1])
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-            )
-            .sign(ca_key, hashes.SHA256())
-        )
-
-        pem = serialization.Encoding.PEM
+        self._ca = trustme.CA(organization_name="airflow-durable test CA")
+        self._cert = self._ca.issue_cert(*self.hostnames)
         self.ca_file = self.directory / "ca.pem"
-        self.cert_file = self.directory / "server.pem"
-        self.key_file = self.directory / "server.key"
         self.bundle_file = self.directory / "bundle.pem"
-        self.ca_file.write_bytes(ca_cert.public_bytes(pem))
-        self.cert_file.write_bytes(cert.public_bytes(pem))
-        self.key_file.write_bytes(
-            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-        )
-        self.bundle_file.write_bytes(_default_bundle() + b"\n" + self.ca_file.read_bytes())
+        self._ca.cert_pem.write_to_path(str(self.ca_file))
+        self.bundle_file.write_bytes(_default_bundle() + b"\n" + self._ca.cert_pem.bytes())
 
     def server_context(self) -> ssl.SSLContext:
         """The server-side TLS context an emulator serves with."""
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(self.cert_file, self.key_file)
+        self._cert.configure_cert(context)
         context.set_alpn_protocols(["http/1.1"])
         return context
 
     def client_context(self) -> ssl.SSLContext:
         """A client context that trusts only the test CA (for tests of the emulator itself)."""
-        return ssl.create_default_context(cafile=str(self.ca_file))
+        context = ssl.create_default_context()
+        context.load_verify_locations(cadata=self._ca.cert_pem.bytes().decode())
+        return context
 
     def client_env(self) -> dict[str, str]:
         """Environment variables that make ``requests`` and ``ssl``/``aiohttp`` trust this CA.
 
         Set them before a client process starts (or before this one imports ``aiohttp``); for a process
-        that already imported it, also call :meth:`trust_in_process`.
+        that already imported it, also call `trust_in_process`.
         """
         return {
             CA_ENV: str(self.ca_file),
@@ -191,7 +138,7 @@ class LoopbackCA:
         trust(self.ca_file)
 
     def cleanup(self) -> None:
-        """Remove the certificate directory (a server already serving keeps its loaded context)."""
+        """Remove the CA files (a server already serving keeps its loaded context)."""
         shutil.rmtree(self.directory, ignore_errors=True)
 
 

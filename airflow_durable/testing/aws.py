@@ -41,12 +41,13 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from airflow_durable.testing._core import (
     EmulatorError,
+    EnvironSetter,
     FaultPlan,
     Ledger,
     Lifecycle,
@@ -54,6 +55,7 @@ from airflow_durable.testing._core import (
     Request,
     Response,
     ScriptedEmulator,
+    set_environ,
 )
 
 __all__ = ["AwsCall", "AwsEmulator", "AwsJob", "MotoServer", "aws_error"]
@@ -61,7 +63,6 @@ __all__ = ["AwsCall", "AwsEmulator", "AwsJob", "MotoServer", "aws_error"]
 #: moto's default account; every emulated resource lives there.
 ACCOUNT_ID = "123456789012"
 DEFAULT_REGION = "us-east-1"
-EnvironSetter = Callable[[str, str], Any] | MutableMapping[str, str]
 
 # Signing name (credential scope) → botocore service model name, where they differ.
 _MODEL_NAMES = {"elasticmapreduce": "emr"}
@@ -221,6 +222,11 @@ class AwsJob:
         """The current state (reading it does not advance the script)."""
         return self.lifecycle.current
 
+    @property
+    def id(self) -> str:
+        """``job_id``, under the name every emulator's jobs share."""
+        return self.job_id
+
 
 class _AwsFront(LoopbackServer):
     """The loopback server of one emulator: every request goes to the emulator, whatever its path."""
@@ -341,11 +347,7 @@ class AwsEmulator(ScriptedEmulator):
             mapping (default ``os.environ``: inherited by subprocesses started afterwards).
         """
         name = f"AIRFLOW_CONN_{conn_id.upper()}"
-        target = os.environ if environ_setter is None else environ_setter
-        if callable(target):
-            target(name, self.connection_uri())
-        else:
-            target[name] = self.connection_uri()
+        set_environ(environ_setter, {name: self.connection_uri()})
         return name
 
     def install_fast_botocore(self, environ_setter: EnvironSetter | None = None) -> str:
@@ -357,11 +359,7 @@ class AwsEmulator(ScriptedEmulator):
         """
         path = _trimmed_botocore_data()
         value = os.pathsep.join(p for p in (path, os.environ.get("AWS_DATA_PATH", "")) if p)
-        target = os.environ if environ_setter is None else environ_setter
-        if callable(target):
-            target("AWS_DATA_PATH", value)
-        else:
-            target["AWS_DATA_PATH"] = value
+        set_environ(environ_setter, {"AWS_DATA_PATH": value})
         return path
 
     def client(self, service: str | None = None, max_attempts: int | None = None) -> Any:

@@ -42,22 +42,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import threading
 import time
-from collections.abc import Callable, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from airflow_durable.testing._core import (
-    EmulatorError,
-    FaultPlan,
-    Ledger,
-    Lifecycle,
-    LoopbackServer,
-    Request,
-    ScriptedEmulator,
-)
+from airflow_durable.testing._core import EmulatorError, EnvironSetter, FaultPlan, Ledger, Request
+from airflow_durable.testing._http import HttpEmulator, HttpJob, deprecated_alias
 
 __all__ = ["DEFAULT_LIFECYCLE", "BigQueryEmulator", "BigQueryJob"]
 
@@ -69,8 +60,6 @@ DEFAULT_LOCATION = "US"
 MAX_JOB_ID_LENGTH = 1024
 _JOB_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _API = "/bigquery/v2"
-
-EnvironSetter = Callable[[str, str], Any] | MutableMapping[str, str]
 
 _STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
@@ -99,43 +88,30 @@ def _error_json(status: int, reason: str, message: str) -> dict[str, Any]:
     }
 
 
-def _fault_body(status: int, message: str) -> dict[str, Any]:
-    # A reason outside google.cloud.bigquery.retry._RETRYABLE_REASONS: the client gives up at once.
-    reason = "notFound" if status == 404 else "duplicate" if status == 409 else "emulatorFault"
-    return _error_json(status, reason, message)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def split_state(state: str) -> tuple[str, str]:
     """``"DONE:FAILED"`` → ``("DONE", "FAILED")``; ``"RUNNING"`` → ``("RUNNING", "")``."""
     head, _, result = state.partition(":")
     return head, result
 
 
-@dataclass
-class BigQueryJob:
-    """One job as the emulator holds it; ``emulator.job(job_id)`` hands it to tests."""
+@dataclass(kw_only=True, eq=False)
+class BigQueryJob(HttpJob):
+    """One job; its ``id`` is the job id (``job_id``), its ``payload`` the ``jobs.insert`` body."""
 
-    job_id: str
     project: str
     location: str
     configuration: dict[str, Any]
-    lifecycle: Lifecycle
-    created: int = field(default_factory=_now_ms)
-    #: True once jobs.cancel asked for this job, even if it was already done.
-    cancelled: bool = False
-    expired: bool = False
-    #: How many jobs.get calls this job has answered.
-    gets: int = 0
-    error_message: str | None = None
 
     @property
-    def state(self) -> str:
-        """The current state string (reading it does not advance the script)."""
-        return self.lifecycle.current
+    def job_id(self) -> str:
+        return str(self.id)
+
+    @property
+    def created(self) -> int:
+        """The API's ``creationTime``: ``created_at`` in epoch milliseconds."""
+        return int(self.created_at * 1000)
+
+    error_message = deprecated_alias("message", "error_message")
 
     @property
     def done(self) -> bool:
@@ -146,16 +122,32 @@ class BigQueryJob:
         return dict(self.configuration.get("labels") or {})
 
 
-class BigQueryEmulator(ScriptedEmulator):
+class BigQueryEmulator(HttpEmulator):
     """The BigQuery jobs API on a loopback port, with a ledger, scripted jobs and faults.
 
-    :param ledger: shared ledger (a fresh one if omitted); every jobs.insert and jobs.cancel is recorded.
-    :param lifecycle: default state script for new jobs (``DEFAULT_LIFECYCLE`` if omitted); also
-        settable later through :attr:`lifecycle`.
-    :param project: the project the connection names (jobs in any project are accepted).
+    Args:
+        ledger: shared ledger (a fresh one if omitted); every jobs.insert and jobs.cancel is recorded.
+        lifecycle: default state script for new jobs (``DEFAULT_LIFECYCLE`` if omitted).
+        project: the project the connection names (jobs in any project are accepted).
     """
 
+    system = SYSTEM
+    title = "BigQuery"
+    default_conn_id = "google_cloud_default"
     DEFAULT_LIFECYCLE = DEFAULT_LIFECYCLE
+    CANCELLED_STATE = "DONE:CANCELLED"
+    # Anonymous credentials: the google client sends no token at all.
+    TOKEN_FORMAT = None
+    ROUTES = tuple(
+        (method, _API + pattern, handler)
+        for method, pattern, handler in (
+            ("POST", "/projects/{project}/jobs", "_insert"),
+            ("GET", "/projects/{project}/jobs/{job_id}", "_get"),
+            ("POST", "/projects/{project}/jobs/{job_id}/cancel", "_cancel"),
+            ("GET", "/projects/{project}/queries/{job_id}", "_query_results"),
+            ("GET", "/projects/{project}/datasets/{dataset}/tables/{table}/data", "_tabledata"),
+        )
+    )
 
     def __init__(
         self,
@@ -165,18 +157,18 @@ class BigQueryEmulator(ScriptedEmulator):
         project: str = DEFAULT_PROJECT,
         faults: FaultPlan | None = None,
     ) -> None:
-        self.ledger = ledger if ledger is not None else Ledger()
-        self.faults = faults if faults is not None else FaultPlan()
+        super().__init__(ledger, lifecycle, faults=faults)
         self.project = project
-        self.lifecycle = lifecycle
-        self._queued_lifecycles: list[list[str]] = []
-        self.jobs: dict[str, BigQueryJob] = {}
-        self._lock = threading.RLock()
         self._auto_ids = itertools.count(1)
-        self.server = LoopbackServer(name="bigquery-emulator", faults=self.faults, error_body=_fault_body)
-        self._add_routes()
 
-    # ------------------------------------------------------------------ lifecycle of the emulator
+    @staticmethod
+    def error_body(status: int, message: str) -> dict[str, Any]:
+        # A reason outside google.cloud.bigquery.retry._RETRYABLE_REASONS: the client gives up at once.
+        reason = "notFound" if status == 404 else "duplicate" if status == 409 else "emulatorFault"
+        return _error_json(status, reason, message)
+
+    def is_terminal(self, state: str) -> bool:
+        return split_state(state)[0] == "DONE"
 
     # ------------------------------------------------------------------ configuration
     def connection(self) -> dict[str, Any]:
@@ -186,13 +178,10 @@ class BigQueryEmulator(ScriptedEmulator):
             "extra": {"is_anonymous": True, "project": self.project},
         }
 
-    def environ(self, conn_id: str = "google_cloud_default") -> dict[str, str]:
-        """Environment variables that point the provider's hooks and trigger here."""
-        return {
-            # google-cloud-bigquery takes this as its API endpoint (a full URL, scheme included).
-            "BIGQUERY_EMULATOR_HOST": self.url,
-            f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(self.connection()),
-        }
+    def environ(self, conn_id: str | None = None) -> dict[str, str]:
+        """The connection, and ``BIGQUERY_EMULATOR_HOST``, which google-cloud-bigquery takes as its API
+        endpoint (a full URL, scheme included)."""
+        return {"BIGQUERY_EMULATOR_HOST": self.url, **super().environ(conn_id)}
 
     def aio_environ(self) -> dict[str, str]:
         """The variable ``gcloud-aio-bigquery`` (the async hook's ``cancel_job``) reads instead.
@@ -203,75 +192,16 @@ class BigQueryEmulator(ScriptedEmulator):
         """
         return {"BIGQUERY_EMULATOR_HOST": f"127.0.0.1:{self.port}"}
 
-    def install(
-        self, environ_setter: EnvironSetter | None = None, conn_id: str = "google_cloud_default"
-    ) -> None:
-        """Install :meth:`environ`.
+    def install(self, environ_setter: EnvironSetter | None = None, conn_id: str = "google_cloud_default") -> None:
+        """Deprecated: `install_connection`."""
+        import warnings
 
-        :param environ_setter: a ``(name, value)`` callable such as ``monkeypatch.setenv`` (undone at
-            test teardown), or a mutable mapping such as ``os.environ`` (the default: permanent for
-            this process and inherited by child processes, e.g. a scheduler started afterwards).
-        """
-        target = os.environ if environ_setter is None else environ_setter
-        for name, value in self.environ(conn_id).items():
-            if callable(target):
-                target(name, value)
-            else:
-                target[name] = value
+        warnings.warn(
+            "BigQueryEmulator.install is deprecated, use .install_connection", DeprecationWarning, stacklevel=2
+        )
+        self.install_connection(environ_setter, conn_id)
 
-    # ------------------------------------------------------------------ test controls
-    def job(self, job_id: str) -> BigQueryJob:
-        with self._lock:
-            try:
-                return self.jobs[str(job_id)]
-            except KeyError:
-                raise KeyError(
-                    f"the BigQuery emulator has no job {job_id!r}; jobs: {sorted(self.jobs)}"
-                ) from None
-
-    #: Conformance-suite spelling (``emulator.run(id).state``), shared with the Databricks emulator.
-    run = job
-
-    def script(self, job_id: str, states: Sequence[str]) -> None:
-        """Replace a job's remaining state script (it starts from ``states[0]`` at the next read)."""
-        self.job(job_id).lifecycle = Lifecycle(states)
-
-    def set_state(self, job_id: str, state: str, message: str | None = None) -> None:
-        """Force a job into ``state`` for good (ends its script)."""
-        job = self.job(job_id)
-        job.lifecycle.set_state(state)
-        job.error_message = message
-
-    def expire(self, job_id: str) -> None:
-        """Forget a job: every later call about it answers 404, and its id may be inserted again."""
-        with self._lock:
-            self.job(job_id).expired = True
-
-    def latest_job(self) -> BigQueryJob:
-        with self._lock:
-            if not self.jobs:
-                raise KeyError("the BigQuery emulator has no jobs yet")
-            return max(self.jobs.values(), key=lambda j: j.created)
-
-    # ------------------------------------------------------------------ routing
-    def _add_routes(self) -> None:
-        routes: list[tuple[str, str, Callable[[Request], Any]]] = [
-            ("POST", "/projects/{project}/jobs", self._insert),
-            ("GET", "/projects/{project}/jobs/{job_id}", self._get),
-            ("POST", "/projects/{project}/jobs/{job_id}/cancel", self._cancel),
-            ("GET", "/projects/{project}/queries/{job_id}", self._query_results),
-            ("GET", "/projects/{project}/datasets/{dataset}/tables/{table}/data", self._tabledata),
-        ]
-        for method, pattern, handler in routes:
-            self.server.route(method, _API + pattern, self._locked(handler))
-
-    def _locked(self, handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
-        def wrapper(request: Request) -> Any:
-            with self._lock:
-                return handler(request)
-
-        return wrapper
-
+    # ------------------------------------------------------------------ helpers
     def _live_job(self, request: Request) -> BigQueryJob:
         job_id = request.path_params["job_id"]
         job = self.jobs.get(job_id)
@@ -289,14 +219,10 @@ class BigQueryEmulator(ScriptedEmulator):
             if result == "CANCELLED":
                 error = {
                     "reason": "stopped",
-                    "message": job.error_message
-                    or "Job execution was cancelled: User requested cancellation",
+                    "message": job.message or "Job execution was cancelled: User requested cancellation",
                 }
             else:
-                error = {
-                    "reason": "invalidQuery",
-                    "message": job.error_message or f"Job {job.job_id} failed (emulated)",
-                }
+                error = {"reason": "invalidQuery", "message": job.message or f"Job {job.id} failed (emulated)"}
             status["errorResult"] = error
             status["errors"] = [error]
         statistics: dict[str, Any] = {"creationTime": str(job.created)}
@@ -311,11 +237,11 @@ class BigQueryEmulator(ScriptedEmulator):
         )
         return {
             "kind": "bigquery#job",
-            "etag": f"etag-{job.job_id}-{job.gets}",
-            "id": f"{job.project}:{job.location}.{job.job_id}",
-            "selfLink": f"{self.url}{_API}/projects/{job.project}/jobs/{job.job_id}?location={job.location}",
+            "etag": f"etag-{job.id}-{job.reads}",
+            "id": f"{job.project}:{job.location}.{job.id}",
+            "selfLink": f"{self.url}{_API}/projects/{job.project}/jobs/{job.id}?location={job.location}",
             "user_email": "emulator@example.com",
-            "jobReference": {"projectId": job.project, "jobId": job.job_id, "location": job.location},
+            "jobReference": {"projectId": job.project, "jobId": job.id, "location": job.location},
             "configuration": config,
             "status": status,
             "statistics": statistics,
@@ -335,54 +261,45 @@ class BigQueryEmulator(ScriptedEmulator):
                 f'Invalid job ID "{job_id}". Job IDs must be alphanumeric (plus underscores and dashes) '
                 "and must be at most 1024 characters long.",
             )
-        configuration = dict(body.get("configuration") or {})
         existing = self.jobs.get(job_id)
         if existing is not None and not existing.expired:
+            # A caller-chosen job id is BigQuery's idempotency key: the second insert is refused.
             self.ledger.record(
                 SYSTEM, "jobs.insert", external_id=job_id, token=job_id, created=False, payload=body
             )
             raise _error(409, "duplicate", f"Already Exists: Job {project}:{location}.{job_id}")
-        script = self._queued_lifecycles.pop(0) if self._queued_lifecycles else self._lifecycle
-        job = BigQueryJob(
-            job_id=job_id,
-            project=project,
-            location=location,
-            configuration=configuration,
-            lifecycle=Lifecycle(script),
-        )
-        self.jobs[job_id] = job
-        self.ledger.record(
-            SYSTEM, "jobs.insert", external_id=job_id, token=job_id, created=True, payload=body
+        job = self.add(
+            BigQueryJob(
+                id=job_id,
+                operation="jobs.insert",
+                payload=json.loads(json.dumps(body, default=str)),
+                token=job_id,
+                lifecycle=self.next_lifecycle(),
+                created_at=self.created_now(),
+                project=project,
+                location=location,
+                configuration=dict(body.get("configuration") or {}),
+            )
         )
         # jobs.insert answers with the job as it is now, without advancing its script.
         return self._job_json(job, job.state)
 
     def _get(self, request: Request) -> Any:
         job = self._live_job(request)
-        job.gets += 1
-        return self._job_json(job, job.lifecycle.read())
+        return self._job_json(job, self.read(job))
 
     def _cancel(self, request: Request) -> Any:
         job = self._live_job(request)
-        job.cancelled = True
-        changed = not job.done
-        if changed:
-            job.lifecycle.set_state("DONE:CANCELLED")
-            job.error_message = None
-        self.ledger.record(SYSTEM, "jobs.cancel", external_id=job.job_id, payload={"changed": changed})
+        self.cancel(job, "jobs.cancel")
         return {"kind": "bigquery#jobCancelResponse", "job": self._job_json(job, job.state)}
 
     def _query_results(self, request: Request) -> Any:
         job = self._live_job(request)
-        reference = {"projectId": job.project, "jobId": job.job_id, "location": job.location}
+        reference = {"projectId": job.project, "jobId": job.id, "location": job.location}
         if not job.done:
             # The real call long-polls up to timeoutMs; a short pause keeps the client's loop from spinning.
             time.sleep(0.02)
-            return {
-                "kind": "bigquery#getQueryResultsResponse",
-                "jobReference": reference,
-                "jobComplete": False,
-            }
+            return {"kind": "bigquery#getQueryResultsResponse", "jobReference": reference, "jobComplete": False}
         return {
             "kind": "bigquery#getQueryResultsResponse",
             "jobReference": reference,

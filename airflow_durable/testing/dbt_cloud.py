@@ -32,23 +32,13 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
-import os
 import re
-import threading
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_durable.testing._core import (
-    EmulatorError,
-    FaultPlan,
-    Ledger,
-    Lifecycle,
-    LoopbackServer,
-    Request,
-    ScriptedEmulator,
-)
-from airflow_durable.testing._tls import LoopbackCA
+from airflow_durable.testing._core import EmulatorError, FaultPlan, Ledger, Request
+from airflow_durable.testing._http import HttpEmulator, HttpJob, deprecated_alias
 
 __all__ = ["DEFAULT_LIFECYCLE", "STATUS_CODES", "DbtCloudEmulator", "DbtCloudJob", "DbtCloudRun"]
 
@@ -68,8 +58,7 @@ DEFAULT_LIFECYCLE: tuple[str, ...] = ("QUEUED", "STARTING", "RUNNING", "SUCCESS"
 MAX_CAUSE_LENGTH = 255
 MAX_LIMIT = 100
 TOKEN_PATTERN = re.compile(r"afd-[0-9a-f]{40}-g[0-9]+")
-
-EnvironSetter = Callable[[str, str], Any] | MutableMapping[str, str]
+_V2 = "/api/v2/accounts"
 
 
 def status_code(state: str) -> int:
@@ -84,16 +73,16 @@ def status_code(state: str) -> int:
         ) from None
 
 
-def _error(status: int, message: str) -> EmulatorError:
-    return EmulatorError(status, _error_body(status, message))
-
-
 def _error_body(status: int, message: str) -> dict[str, Any]:
     # dbt Cloud's envelope, used for injected faults and unknown endpoints too.
     return {
         "status": {"code": status, "is_success": False, "user_message": message, "developer_message": ""},
         "data": None,
     }
+
+
+def _error(status: int, message: str) -> EmulatorError:
+    return EmulatorError(status, _error_body(status, message))
 
 
 def _ok(data: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -108,6 +97,8 @@ def _ok(data: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
 
 @dataclass
 class DbtCloudJob:
+    """A job definition: what a run is a run of (not an external job the ledger counts)."""
+
     id: int
     name: str
     project_id: int
@@ -124,52 +115,63 @@ class DbtCloudJob:
         }
 
 
-@dataclass
-class DbtCloudRun:
-    """One run as the emulator holds it; ``emulator.run(run_id)`` hands it to tests."""
+@dataclass(kw_only=True, eq=False)
+class DbtCloudRun(HttpJob):
+    """One run; its ``job_id`` is the dbt Cloud job it is a run of."""
 
-    id: int
     job_id: int
-    operation: str  # "jobs/run" or "jobs/rerun"
     cause: str
-    payload: dict[str, Any]
-    lifecycle: Lifecycle
-    created_at: str
     trigger_id: int
     #: The run this one retries from the point of failure (``jobs/rerun`` only).
     rerun_of: int | None = None
-    expired: bool = False
-    #: True once a cancel asked for this run, even if it was already done.
-    cancelled: bool = False
-    #: How many ``GET runs/{id}/`` calls this run has answered.
-    gets: int = 0
-    status_message: str | None = None
+
+    status_message = deprecated_alias("message", "status_message")
 
     @property
-    def state(self) -> str:
-        """The current state (reading it does not advance the script)."""
-        return self.lifecycle.current
+    def created_at_iso(self) -> str:
+        """The API's ``created_at``: ``created_at`` as an ISO timestamp ."""
+        return dt.datetime.fromtimestamp(self.created_at, dt.timezone.utc).isoformat(timespec="microseconds")
 
     @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL
 
-    @property
-    def token(self) -> str | None:
-        found = TOKEN_PATTERN.search(self.cause or "")
-        return found.group(0) if found else None
 
-
-class DbtCloudEmulator(ScriptedEmulator):
+class DbtCloudEmulator(HttpEmulator):
     """The dbt Cloud v2 API on a loopback HTTPS port, with a ledger, scripted runs and faults.
 
-    :param ledger: shared ledger (a fresh one if omitted); every mutating call is recorded.
-    :param lifecycle: default state script for new runs (``DEFAULT_LIFECYCLE`` if omitted).
-    :param account_id: the account the connection's ``login`` names; other accounts answer 404.
-    :param token: the API token the connection carries and the server requires.
+    ``jobs`` holds the runs (the external jobs, as in every emulator); the dbt Cloud jobs they are
+    runs of are in ``job_definitions`` (`add_job`).
+
+    Args:
+        ledger: shared ledger (a fresh one if omitted); every mutating call is recorded.
+        lifecycle: default state script for new runs (``DEFAULT_LIFECYCLE`` if omitted).
+        account_id: the account the connection's ``login`` names; other accounts answer 404.
+        token: the API token the connection carries and the server requires.
     """
 
+    system = SYSTEM
+    title = "dbt Cloud"
+    JOB_NOUN = "run"
+    default_conn_id = "dbt_cloud_default"
     DEFAULT_LIFECYCLE = DEFAULT_LIFECYCLE
+    DEFAULT_TOKEN = "dbtc-emulator-token"
+    TERMINAL_STATES = TERMINAL
+    TOKEN_FORMAT = "Token {token}"
+    TLS_HOSTNAMES = ("127.0.0.1", "localhost")
+    ROUTES = (
+        # The hook's list_accounts()/test_connection() call the bare base URL.
+        ("GET", "/", "_list_accounts"),
+        ("GET", _V2, "_list_accounts"),
+        ("GET", f"{_V2}/{{account}}", "_get_account"),
+        ("GET", f"{_V2}/{{account}}/jobs", "_list_jobs"),
+        ("GET", f"{_V2}/{{account}}/jobs/{{job}}", "_get_job"),
+        ("POST", f"{_V2}/{{account}}/jobs/{{job}}/run", "_trigger"),
+        ("POST", f"{_V2}/{{account}}/jobs/{{job}}/rerun", "_rerun"),
+        ("GET", f"{_V2}/{{account}}/runs", "_list_runs"),
+        ("GET", f"{_V2}/{{account}}/runs/{{run}}", "_get_run"),
+        ("POST", f"{_V2}/{{account}}/runs/{{run}}/cancel", "_cancel"),
+    )
 
     def __init__(
         self,
@@ -177,108 +179,60 @@ class DbtCloudEmulator(ScriptedEmulator):
         lifecycle: Sequence[str] | None = None,
         *,
         account_id: int = 70_001,
-        token: str = "dbtc-emulator-token",
+        token: str | None = None,
         faults: FaultPlan | None = None,
     ) -> None:
-        self.ledger = ledger if ledger is not None else Ledger()
-        self.faults = faults if faults is not None else FaultPlan()
+        super().__init__(ledger, lifecycle, faults=faults, token=token)
         self.account_id = account_id
-        self.token = token
-        self.lifecycle = lifecycle
-        self._queued_lifecycles: list[list[str]] = []
-        self.jobs: dict[int, DbtCloudJob] = {}
-        self.runs: dict[int, DbtCloudRun] = {}
-        self._lock = threading.RLock()
+        self.job_definitions: dict[int, DbtCloudJob] = {}
         # Distinct id ranges make a confused id (job vs run vs trigger) fail loudly.
         self._run_ids = itertools.count(300_001)
         self._trigger_ids = itertools.count(800_001)
-        self._clock = itertools.count(1)
-        self.ca: LoopbackCA | None = None
-        self.server: LoopbackServer | None = None
 
-    # ------------------------------------------------------------------ lifecycle of the emulator
-    def _validate_script(self, states: Sequence[str]) -> list[str]:
-        states = super()._validate_script(states)
-        for state in states:
-            status_code(state)
-        return states
+    @staticmethod
+    def error_body(status: int, message: str) -> dict[str, Any]:
+        return _error_body(status, message)
 
-    def start(self) -> DbtCloudEmulator:
-        if self.server is None:
-            self.ca = LoopbackCA()
-            self.server = LoopbackServer(
-                name="dbt-cloud-emulator",
-                faults=self.faults,
-                error_body=_error_body,
-                ssl_context=self.ca.server_context(),
-            )
-            self._add_routes(self.server)
-        self.server.start()
-        return self
+    def validate_state(self, state: str) -> str:
+        status_code(state)
+        return state
 
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-        if self.ca is not None:
-            self.ca.cleanup()
+    def key(self, job_id: Any) -> int:
+        return int(job_id)
 
-    def _server(self) -> LoopbackServer:
-        if self.server is None:
-            raise RuntimeError("the dbt Cloud emulator is not started")
-        return self.server
+    def not_found(self, job_id: Any) -> EmulatorError:
+        return _error(404, f"Run {job_id} not found.")
 
-    @property
-    def port(self) -> int:
-        return self._server().port
+    def _guarded(self, handler: Any) -> Any:
+        guarded = super()._guarded(handler)
 
-    @property
-    def url(self) -> str:
-        return self._server().url
+        def wrapper(request: Request) -> Any:
+            if not self.authorized(request):
+                raise _error(401, "Invalid token.")
+            account = request.path_params.get("account")
+            if account is not None and account != str(self.account_id):
+                raise _error(404, f"Account {account} not found.")
+            return guarded(request)
+
+        return wrapper
+
+    runs = deprecated_alias("jobs", "runs")
 
     @property
     def host(self) -> str:
         """What goes into the connection's ``host`` (the hook calls ``https://{host}/api/...``)."""
         return f"127.0.0.1:{self.port}"
 
-    # ------------------------------------------------------------------ connection
     def connection(self) -> dict[str, Any]:
-        """The Airflow connection fields pointing at this emulator."""
-        return {
-            "conn_type": "dbt_cloud",
-            "host": self.host,
-            "login": str(self.account_id),
-            "password": self.token,
-        }
-
-    def connection_uri(self) -> str:
-        """The JSON value for an ``AIRFLOW_CONN_<ID>`` environment variable."""
-        return json.dumps(self.connection())
+        return {"conn_type": "dbt_cloud", "host": self.host, "login": str(self.account_id), "password": self.token}
 
     def client_env(self) -> dict[str, str]:
-        """The variables that make ``requests`` and ``aiohttp`` trust the emulator's certificate."""
-        if self.ca is None:
-            raise RuntimeError("start the dbt Cloud emulator before asking for its client environment")
-        return self.ca.client_env()
+        """Deprecated: the CA variables are part of `environ`."""
+        import warnings
 
-    def install_connection(
-        self, environ_setter: EnvironSetter | None = None, conn_id: str = "dbt_cloud_default"
-    ) -> str:
-        """Install ``AIRFLOW_CONN_<CONN_ID>`` and the CA variables; returns the connection variable's name.
-
-        :param environ_setter: a ``(name, value)`` callable such as ``monkeypatch.setenv`` (undone at
-            test teardown), or a mutable mapping such as ``os.environ`` (the default: permanent for
-            this process and inherited by child processes, e.g. a scheduler started afterwards).
-        """
-        name = f"AIRFLOW_CONN_{conn_id.upper()}"
-        target = os.environ if environ_setter is None else environ_setter
-        for key, value in {**self.client_env(), name: self.connection_uri()}.items():
-            if callable(target):
-                target(key, value)
-            else:
-                target[key] = value
+        warnings.warn("DbtCloudEmulator.client_env is deprecated, use .environ", DeprecationWarning, stacklevel=2)
         assert self.ca is not None
-        self.ca.trust_in_process()
-        return name
+        return self.ca.client_env()
 
     # ------------------------------------------------------------------ test controls
     def add_job(
@@ -287,7 +241,7 @@ class DbtCloudEmulator(ScriptedEmulator):
         """Define a job; triggering an unknown job answers 404."""
         with self._lock:
             job = DbtCloudJob(int(job_id), name, project_id, environment_id)
-            self.jobs[job.id] = job
+            self.job_definitions[job.id] = job
             return job
 
     def add_run(
@@ -297,89 +251,12 @@ class DbtCloudEmulator(ScriptedEmulator):
         with self._lock:
             return self._create_run(self._job(int(job_id)), operation, cause, {}, states, record=False)
 
-    def run(self, run_id: int) -> DbtCloudRun:
-        with self._lock:
-            try:
-                return self.runs[int(run_id)]
-            except KeyError:
-                raise KeyError(
-                    f"the dbt Cloud emulator has no run {run_id!r}; runs: {sorted(self.runs)}"
-                ) from None
-
-    def script(self, run_id: int, states: Sequence[str]) -> None:
-        """Replace a run's remaining state script."""
-        for state in states:
-            status_code(state)
-        self.run(run_id).lifecycle = Lifecycle(states)
-
-    def set_state(self, run_id: int, state: str, message: str | None = None) -> None:
-        """Force a run into ``state`` for good (ends its script)."""
-        status_code(state)
-        run = self.run(run_id)
-        run.lifecycle.set_state(state)
-        run.status_message = message
-
-    def expire(self, run_id: int) -> None:
-        """Forget a run: every later call about it answers 404 and lists leave it out."""
-        self.run(run_id).expired = True
-
-    def latest_run(self) -> DbtCloudRun:
-        with self._lock:
-            if not self.runs:
-                raise KeyError("the dbt Cloud emulator has no runs yet")
-            return self.runs[max(self.runs)]
-
-    # ------------------------------------------------------------------ routing
-    def _add_routes(self, server: LoopbackServer) -> None:
-        v2 = "/api/v2/accounts"
-        routes: list[tuple[str, str, Callable[[Request], Any]]] = [
-            # The hook's list_accounts()/test_connection() call the bare base URL.
-            ("GET", "/", self._list_accounts),
-            ("GET", f"{v2}", self._list_accounts),
-            ("GET", f"{v2}/{{account}}", self._get_account),
-            ("GET", f"{v2}/{{account}}/jobs", self._list_jobs),
-            ("GET", f"{v2}/{{account}}/jobs/{{job}}", self._get_job),
-            ("POST", f"{v2}/{{account}}/jobs/{{job}}/run", self._trigger),
-            ("POST", f"{v2}/{{account}}/jobs/{{job}}/rerun", self._rerun),
-            ("GET", f"{v2}/{{account}}/runs", self._list_runs),
-            ("GET", f"{v2}/{{account}}/runs/{{run}}", self._get_run),
-            ("POST", f"{v2}/{{account}}/runs/{{run}}/cancel", self._cancel),
-        ]
-        for method, pattern, handler in routes:
-            server.route(method, pattern, self._authenticated(handler))
-
-    def _authenticated(self, handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
-        def wrapper(request: Request) -> Any:
-            if request.headers.get("Authorization") != f"Token {self.token}":
-                raise _error(401, "Invalid token.")
-            account = request.path_params.get("account")
-            if account is not None and account != str(self.account_id):
-                raise _error(404, f"Account {account} not found.")
-            with self._lock:
-                return handler(request)
-
-        return wrapper
-
     # ------------------------------------------------------------------ helpers
     def _job(self, job_id: int) -> DbtCloudJob:
-        job = self.jobs.get(job_id)
+        job = self.job_definitions.get(job_id)
         if job is None:
             raise _error(404, f"Job {job_id} not found.")
         return job
-
-    def _live_run(self, raw_id: str) -> DbtCloudRun:
-        try:
-            run = self.runs.get(int(raw_id))
-        except ValueError:
-            raise _error(400, f"Invalid run id {raw_id!r}.") from None
-        if run is None or run.expired:
-            raise _error(404, f"Run {raw_id} not found.")
-        return run
-
-    def _now(self) -> str:
-        # Strictly increasing timestamps, so ``order_by=-created_at`` is a total order like the real one.
-        base = dt.datetime(2026, 12, 2, tzinfo=dt.timezone.utc)
-        return (base + dt.timedelta(milliseconds=next(self._clock))).isoformat()
 
     def _create_run(
         self,
@@ -392,20 +269,21 @@ class DbtCloudEmulator(ScriptedEmulator):
         record: bool = True,
         rerun_of: int | None = None,
     ) -> DbtCloudRun:
-        if states is None:
-            states = self._queued_lifecycles.pop(0) if self._queued_lifecycles else self._lifecycle
+        token = TOKEN_PATTERN.search(cause or "")
         run = DbtCloudRun(
             id=next(self._run_ids),
             job_id=job.id,
             operation=operation,
             cause=cause,
             payload=json.loads(json.dumps(payload, default=str)),
-            lifecycle=Lifecycle(list(states)),
-            created_at=self._now(),
+            # The API has no idempotency key: the token is the one the cause carries, for the ledger.
+            token=token.group(0) if token else None,
+            lifecycle=self.next_lifecycle(states),
+            created_at=self.created_now(),
             trigger_id=next(self._trigger_ids),
             rerun_of=rerun_of,
         )
-        self.runs[run.id] = run
+        self.jobs[run.id] = run  # not in the token index: the service never deduplicates
         if record:
             self.ledger.record(
                 SYSTEM, operation, external_id=run.id, token=run.token, created=True, payload=payload
@@ -413,7 +291,7 @@ class DbtCloudEmulator(ScriptedEmulator):
         return run
 
     def _run_json(self, run: DbtCloudRun, state: str, related: set[str]) -> dict[str, Any]:
-        job = self.jobs[run.job_id]
+        job = self.job_definitions[run.job_id]
         code = status_code(state)
         name = _NAMES.get(code, str(code))
         body: dict[str, Any] = {
@@ -426,13 +304,13 @@ class DbtCloudEmulator(ScriptedEmulator):
             "job_id": job.id,
             "status": code,
             "status_humanized": name.title(),
-            "status_message": run.status_message,
+            "status_message": run.message,
             "in_progress": code in (1, 2, 3),
             "is_complete": code in (10, 20, 30),
             "is_success": code == 10,
             "is_error": code == 20,
             "is_cancelled": code == 30,
-            "created_at": run.created_at,
+            "created_at": run.created_at_iso,
             "href": f"{self.url}/deploy/{self.account_id}/projects/{job.project_id}/runs/{run.id}/",
             "trigger": None,
         }
@@ -443,7 +321,7 @@ class DbtCloudEmulator(ScriptedEmulator):
                 "job_definition_id": job.id,
                 "steps_override": run.payload.get("steps_override"),
                 "schema_override": run.payload.get("schema_override"),
-                "created_at": run.created_at,
+                "created_at": run.created_at_iso,
             }
         if "run_steps" in related:
             body["run_steps"] = []
@@ -490,7 +368,7 @@ class DbtCloudEmulator(ScriptedEmulator):
         return _ok({"id": self.account_id, "name": "emulated account"})
 
     def _list_jobs(self, request: Request) -> dict[str, Any]:
-        jobs = [j.to_json(self.account_id) for j in sorted(self.jobs.values(), key=lambda j: j.id)]
+        jobs = [j.to_json(self.account_id) for j in sorted(self.job_definitions.values(), key=lambda j: j.id)]
         return _ok(
             jobs,
             {
@@ -515,15 +393,11 @@ class DbtCloudEmulator(ScriptedEmulator):
 
     def _rerun(self, request: Request) -> dict[str, Any]:
         job = self._job(self._int(request.path_params["job"], "job id", 0))
-        runs = [r for r in self.runs.values() if r.job_id == job.id and not r.expired]
-        latest = max(runs, key=lambda r: r.created_at) if runs else None
+        runs = [r for r in self.jobs.values() if r.job_id == job.id and not r.expired]
+        latest = max(runs, key=lambda r: (r.created_at, r.id)) if runs else None
         if latest is not None and latest.state == "ERROR":
             run = self._create_run(
-                job,
-                "jobs/rerun",
-                f"Retry of run {latest.id} from the point of failure",
-                {},
-                rerun_of=latest.id,
+                job, "jobs/rerun", f"Retry of run {latest.id} from the point of failure", {}, rerun_of=latest.id
             )
         else:
             run = self._create_run(job, "jobs/rerun", "Triggered via API", {})
@@ -531,7 +405,7 @@ class DbtCloudEmulator(ScriptedEmulator):
 
     def _list_runs(self, request: Request) -> dict[str, Any]:
         params = request.params
-        runs = [r for r in self.runs.values() if not r.expired]
+        runs = [r for r in self.jobs.values() if not r.expired]
         if params.get("job_definition_id") not in (None, ""):
             job_id = self._int(params["job_definition_id"], "job_definition_id", 0)
             runs = [r for r in runs if r.job_id == job_id]
@@ -545,7 +419,8 @@ class DbtCloudEmulator(ScriptedEmulator):
         field_name = order_by.lstrip("-")
         if field_name not in ("id", "created_at", "finished_at", "updated_at"):
             raise _error(400, f"Invalid order_by {order_by!r}.")
-        key = (lambda r: r.id) if field_name == "id" else (lambda r: (r.created_at, r.id))
+        # The API's created_at has millisecond resolution: runs created in the same one tie, then by id.
+        key = (lambda r: r.id) if field_name == "id" else (lambda r: (r.created_at_iso, r.id))
         runs.sort(key=key, reverse=order_by.startswith("-"))
         limit = min(self._int(params.get("limit"), "limit", MAX_LIMIT), MAX_LIMIT)
         offset = self._int(params.get("offset"), "offset", 0)
@@ -561,16 +436,10 @@ class DbtCloudEmulator(ScriptedEmulator):
         )
 
     def _get_run(self, request: Request) -> dict[str, Any]:
-        run = self._live_run(request.path_params["run"])
-        run.gets += 1
-        state = run.lifecycle.read()
-        return _ok(self._run_json(run, state, self._related(request)))
+        run = self.live(request.path_params["run"])
+        return _ok(self._run_json(run, self.read(run), self._related(request)))
 
     def _cancel(self, request: Request) -> dict[str, Any]:
-        run = self._live_run(request.path_params["run"])
-        run.cancelled = True
-        changed = not run.is_terminal
-        if changed:
-            run.lifecycle.set_state("CANCELLED")
-        self.ledger.record(SYSTEM, "runs/cancel", external_id=run.id, payload={"changed": changed})
+        run = self.live(request.path_params["run"])
+        self.cancel(run, "runs/cancel")
         return _ok(self._run_json(run, run.state, set()))

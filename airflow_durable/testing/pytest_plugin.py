@@ -128,7 +128,6 @@ def dbt_cloud_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) 
     with DbtCloudEmulator(ledger=durable_ledger) as emulator:
         emulator.install_connection(monkeypatch.setenv, conn_id="dbt_cloud_default")
         yield emulator
-        assert emulator.server is not None
         errors = list(emulator.server.errors)
     if errors:
         raise AssertionError(f"the dbt Cloud emulator raised while serving the test: {errors!r}")
@@ -140,7 +139,7 @@ def bigquery_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -
     from airflow_durable.testing.bigquery import BigQueryEmulator
 
     with BigQueryEmulator(ledger=durable_ledger) as emulator:
-        emulator.install(monkeypatch.setenv, conn_id="google_cloud_default")
+        emulator.install_connection(monkeypatch.setenv, conn_id="google_cloud_default")
         yield emulator
         errors = list(emulator.server.errors)
     if errors:

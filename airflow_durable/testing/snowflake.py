@@ -36,26 +36,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from airflow_durable.testing import _tls
-from airflow_durable.testing._core import (
-    EmulatorError,
-    FaultPlan,
-    Ledger,
-    Lifecycle,
-    LoopbackServer,
-    Request,
-    Response,
-    ScriptedEmulator,
-)
+from airflow_durable.testing._core import EmulatorError, FaultPlan, Ledger, Request, Response
+from airflow_durable.testing._http import HttpEmulator, HttpJob, as_list, deprecated_alias
 
 __all__ = ["DEFAULT_LIFECYCLE", "SnowflakeEmulator", "SnowflakeRequest", "SnowflakeStatement"]
 
@@ -67,8 +55,9 @@ DEFAULT_LIFECYCLE: tuple[str, ...] = ("QUEUED", "RUNNING", "SUCCESS")
 ACTIVE_STATES = frozenset({"PENDING", "QUEUED", "RUNNING"})
 _HTTP_STATE = re.compile(r"\AHTTP_(\d{3})\Z")
 _KNOWN_STATES = ACTIVE_STATES | {"SUCCESS", "FAILED", "CANCELLED"}
-
-EnvironSetter = Callable[[str, str], Any] | MutableMapping[str, str]
+_IN_PROGRESS = (
+    "Asynchronous execution in progress. Use provided query id to perform query monitoring and management."
+)
 
 
 def _validate_state(state: str) -> str:
@@ -83,37 +72,27 @@ def _error(status: int, code: str, message: str, **extra: Any) -> EmulatorError:
     return EmulatorError(status, {"code": code, "message": message, **extra})
 
 
-def _error_body(status: int, message: str) -> dict[str, str]:
-    # The SQL API's own error shape, used for injected faults and unknown endpoints too.
-    codes = {400: "391903", 401: "390303", 404: "000709", 429: "000610", 503: "000611"}
-    return {"code": codes.get(status, "000000"), "message": message}
+def _status_url(handle: str) -> str:
+    return f"/api/v2/statements/{handle}"
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+@dataclass(kw_only=True, eq=False)
+class SnowflakeStatement(HttpJob):
+    """One statement; its ``id`` is the statement handle (``handle``)."""
 
-
-@dataclass
-class SnowflakeStatement:
-    """One statement as the emulator holds it (``emulator.statement(handle)``)."""
-
-    handle: str
     sql: str
     request_id: str
-    lifecycle: Lifecycle
-    created_on: int = field(default_factory=_now_ms)
-    #: True once a cancel asked for it, even if it was already done.
-    cancelled: bool = False
-    expired: bool = False
-    #: How many status GETs it has answered.
-    gets: int = 0
     #: The result set ``GET`` returns on success: ``(column names, rows)``.
     result: tuple[list[str], list[list[Any]]] = (["STATUS"], [["ok"]])
 
     @property
-    def state(self) -> str:
-        """The current state (reading it does not advance the script)."""
-        return self.lifecycle.current
+    def handle(self) -> str:
+        return str(self.id)
+
+    @property
+    def created_on(self) -> int:
+        """The API's ``createdOn``: ``created_at`` in epoch milliseconds."""
+        return int(self.created_at * 1000)
 
 
 @dataclass
@@ -143,18 +122,35 @@ class SnowflakeRequest:
         return "SUCCESS"
 
 
-class SnowflakeEmulator(ScriptedEmulator):
+class SnowflakeEmulator(HttpEmulator):
     """The Snowflake SQL API v2 on a loopback HTTPS port, with a ledger, scripted statements and faults.
 
-    :param ledger: shared ledger (a fresh one if omitted); every mutating call is recorded. A
-        submission's ``external_id`` is the list of statement handles, its ``token`` the ``requestId``
-        when the request asked for deduplication (``retry=true``), else ``None``.
-    :param lifecycle: default state script of every new statement (``DEFAULT_LIFECYCLE`` if omitted).
-    :param account: the connection's account; the hook then calls ``https://<account>.snowflakecomputing.com``.
-    :param token: the Programmatic Access Token the connection carries and the server requires.
+    ``jobs`` holds the statements by handle; ``requests`` the executed requests, each the logical job
+    of a task (``run(handles)`` finds one).
+
+    Args:
+        ledger: shared ledger (a fresh one if omitted); every mutating call is recorded. A submission's
+            ``external_id`` is the list of statement handles, its ``token`` the ``requestId`` when the
+            request asked for deduplication (``retry=true``), else ``None``.
+        lifecycle: default state script of every new statement (``DEFAULT_LIFECYCLE`` if omitted).
+        account: the connection's account; the hook then calls ``https://<account>.snowflakecomputing.com``.
+        token: the Programmatic Access Token the connection carries and the server requires.
     """
 
+    system = SYSTEM
+    title = "Snowflake"
+    JOB_NOUN = "statement"
+    default_conn_id = "snowflake_default"
     DEFAULT_LIFECYCLE = DEFAULT_LIFECYCLE
+    DEFAULT_TOKEN = "pat-emulator-token"
+    TERMINAL_STATES = frozenset({"SUCCESS", "FAILED", "CANCELLED"})
+    TLS_HOSTNAMES = (f"*.{DOMAIN}", DOMAIN)
+    ROUTED_DOMAIN = DOMAIN
+    ROUTES = (
+        ("POST", "/api/v2/statements", "_submit"),
+        ("GET", "/api/v2/statements/{handle}", "_get"),
+        ("POST", "/api/v2/statements/{handle}/cancel", "_cancel"),
+    )
 
     def __init__(
         self,
@@ -162,53 +158,40 @@ class SnowflakeEmulator(ScriptedEmulator):
         lifecycle: Sequence[str] | None = None,
         *,
         account: str = "emulator",
-        token: str = "pat-emulator-token",
+        token: str | None = None,
         faults: FaultPlan | None = None,
     ) -> None:
-        self.ledger = ledger if ledger is not None else Ledger()
-        self.faults = faults if faults is not None else FaultPlan()
+        super().__init__(ledger, lifecycle, faults=faults, token=token)
         self.account = account
-        self.token = token
-        self.lifecycle = lifecycle
-        self._queued_lifecycles: list[list[str]] = []
-        self.statements: dict[str, SnowflakeStatement] = {}
         self.requests: list[SnowflakeRequest] = []
         self._by_request_id: dict[str, SnowflakeRequest] = {}
         self._parents: dict[str, SnowflakeRequest] = {}
-        self._lock = threading.RLock()
         self._serial = itertools.count(1)
-        self.certificates = _tls.LoopbackCA([f"*.{DOMAIN}", DOMAIN])
-        self.server = LoopbackServer(
-            name="snowflake-emulator",
-            faults=self.faults,
-            error_body=_error_body,
-            ssl_context=self.certificates.server_context(),
-        )
-        self._add_routes()
 
-    # ------------------------------------------------------------------ lifecycle of the emulator
-    def _validate_script(self, states: Sequence[str]) -> list[str]:
-        return super()._validate_script([_validate_state(s) for s in states])
+    @staticmethod
+    def error_body(status: int, message: str) -> dict[str, str]:
+        codes = {400: "391903", 401: "390303", 404: "000709", 429: "000610", 503: "000611"}
+        return {"code": codes.get(status, "000000"), "message": message}
 
-    def start(self) -> SnowflakeEmulator:
-        if not self.server.running:
-            self.server.start()
-            _tls.route(DOMAIN, self.server.port)
-            self.certificates.trust_in_process()
-        return self
+    def error(self, status: int, message: str) -> EmulatorError:
+        return EmulatorError(status, self.error_body(status, message))
 
-    def stop(self) -> None:
-        if self.server.running:
-            port = self.server.port
-            self.server.stop()
-            _tls.unroute(DOMAIN, port)
+    def validate_state(self, state: str) -> str:
+        return _validate_state(state)
+
+    def is_terminal(self, state: str) -> bool:
+        return state not in ACTIVE_STATES
+
+    def authorized(self, request: Request) -> bool:
+        return super().authorized(request) and request.headers.get(
+            "X-Snowflake-Authorization-Token-Type"
+        ) in ("PROGRAMMATIC_ACCESS_TOKEN", None)
 
     @property
     def url(self) -> str:
         """What the hook calls (resolved to the loopback port by the route)."""
         return f"https://{self.account}.{DOMAIN}"
 
-    # ------------------------------------------------------------------ connection and environment
     def connection(self) -> dict[str, Any]:
         """The Airflow connection fields the unmodified hook accepts for this emulator (PAT auth)."""
         return {
@@ -225,47 +208,13 @@ class SnowflakeEmulator(ScriptedEmulator):
             },
         }
 
-    def connection_uri(self) -> str:
-        """The JSON value for an ``AIRFLOW_CONN_<ID>`` environment variable."""
-        return json.dumps(self.connection())
-
-    def environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """What a *child* process needs to reach this emulator: CA trust and name routing.
-
-        Pass it (with the connection variable) to a scheduler, triggerer or ``airflow dags test``.
-        """
-        return _tls.environ({DOMAIN: self.port}, self.certificates, base)
-
-    def install_connection(
-        self, environ_setter: EnvironSetter | None = None, conn_id: str = "snowflake_default"
-    ) -> str:
-        """Install the connection as ``AIRFLOW_CONN_<CONN_ID>``, plus :meth:`environ`; returns its name.
-
-        :param environ_setter: a ``(name, value)`` callable such as ``monkeypatch.setenv`` (undone at
-            teardown), or a mutable mapping such as ``os.environ`` (the default: permanent for this
-            process and inherited by child processes).
-        """
-        name = f"AIRFLOW_CONN_{conn_id.upper()}"
-        target = os.environ if environ_setter is None else environ_setter
-        values = {**self.environ(), name: self.connection_uri()}
-        for key, value in values.items():
-            if callable(target):
-                target(key, value)
-            else:
-                target[key] = value
-        return name
-
     # ------------------------------------------------------------------ test controls
-    def statement(self, handle: str) -> SnowflakeStatement:
-        with self._lock:
-            try:
-                return self.statements[handle]
-            except KeyError:
-                raise KeyError(f"the Snowflake emulator has no statement {handle!r}") from None
+    statement = deprecated_alias("job", "statement")
+    statements = deprecated_alias("jobs", "statements")
 
     def request(self, handles: str | Iterable[str]) -> SnowflakeRequest:
         """The request that created ``handles`` (a handle or a list of them, e.g. a ``query_ids`` XCom)."""
-        wanted = [handles] if isinstance(handles, str) else list(handles)
+        wanted = as_list(handles)
         with self._lock:
             for req in self.requests:
                 if req.handles == wanted or (len(wanted) == 1 and wanted[0] in req.handles):
@@ -274,60 +223,25 @@ class SnowflakeEmulator(ScriptedEmulator):
 
     run = request  # the conformance suite's name for "the external job"
 
-    def _targets(self, handles: str | Iterable[str]) -> list[SnowflakeStatement]:
-        return [self.statement(h) for h in ([handles] if isinstance(handles, str) else handles)]
+    def _targets(self, job_ids: Any) -> list[Any]:
+        return [self.job(h) for h in as_list(job_ids)]
 
-    def script(self, handles: str | Iterable[str], states: Sequence[str]) -> None:
-        """Replace the remaining state script of a statement (or of each of a list of them)."""
-        for statement in self._targets(handles):
-            statement.lifecycle = Lifecycle([_validate_state(s) for s in states])
-
-    def set_state(self, handles: str | Iterable[str], state: str) -> None:
-        """Force a statement (or each of a list of them) into ``state`` for good."""
-        _validate_state(state)
-        for statement in self._targets(handles):
-            statement.lifecycle.set_state(state)
-
-    def expire(self, handles: str | Iterable[str]) -> None:
+    def expire(self, job_ids: Any) -> None:
         """Forget statements: every later call about them answers 404, as after the result expired.
 
         Their request's ``requestId`` is forgotten with them, so a retry with it executes anew.
         """
         with self._lock:
-            for statement in self._targets(handles):
-                statement.expired = True
+            super().expire(job_ids)
+            for statement in self._targets(job_ids):
                 req = self._by_request_id.get(statement.request_id)
                 if req is not None and statement in req.statements:
                     del self._by_request_id[statement.request_id]
 
-    # ------------------------------------------------------------------ routing
-    def _add_routes(self) -> None:
-        self.server.route("POST", "/api/v2/statements", self._authenticated(self._submit))
-        self.server.route("GET", "/api/v2/statements/{handle}", self._authenticated(self._get))
-        self.server.route("POST", "/api/v2/statements/{handle}/cancel", self._authenticated(self._cancel))
-
-    def _authenticated(self, handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
-        def wrapper(request: Request) -> Any:
-            if request.headers.get("Authorization") != f"Bearer {self.token}" or request.headers.get(
-                "X-Snowflake-Authorization-Token-Type"
-            ) not in ("PROGRAMMATIC_ACCESS_TOKEN", None):
-                raise _error(401, "390303", "Invalid OAuth access token. ")
-            with self._lock:
-                return handler(request)
-
-        return wrapper
-
     # ------------------------------------------------------------------ endpoints
-    def _status_url(self, handle: str) -> str:
-        return f"/api/v2/statements/{handle}"
-
     def _new_handle(self) -> str:
         # Real handles look like "01b2c3d4-0000-1a2b-0000-00010203040f": a UUID-shaped string.
         return str(uuid.UUID(int=(0x01BE5EED << 96) | next(self._serial)))
-
-    @staticmethod
-    def _split(sql: str) -> list[str]:
-        return [part.strip() for part in sql.split(";") if part.strip()]
 
     def _submit(self, request: Request) -> Response:
         query = request.query
@@ -344,12 +258,7 @@ class SnowflakeEmulator(ScriptedEmulator):
         existing = self._by_request_id.get(request_id) if retry else None
         if existing is not None:
             self.ledger.record(
-                SYSTEM,
-                SUBMIT_OPERATION,
-                external_id=existing.handles,
-                token=token,
-                created=False,
-                payload=payload,
+                SYSTEM, SUBMIT_OPERATION, external_id=existing.handles, token=token, created=False, payload=payload
             )
             return self._accepted(existing)
 
@@ -357,25 +266,30 @@ class SnowflakeEmulator(ScriptedEmulator):
         if not sql.strip():
             raise _error(400, "391903", "Statement is empty.")
         count = int((body.get("parameters") or {}).get("MULTI_STATEMENT_COUNT", 1) or 0)
-        parts = self._split(sql)
+        parts = [part.strip() for part in sql.split(";") if part.strip()]
         if count == 1 and len(parts) > 1 or count > 1 and count != len(parts):
             raise _error(
                 422,
                 "000008",
-                f"Actual statement count {len(parts)} did not match the desired statement count "
-                f"{count or 1}.",
+                f"Actual statement count {len(parts)} did not match the desired statement count {count or 1}.",
                 sqlState="0A000",
             )
         multi = count != 1 and len(parts) > 1
-        script = self._queued_lifecycles.pop(0) if self._queued_lifecycles else self._lifecycle
+        script = self.next_lifecycle().remaining
         statements = [
             SnowflakeStatement(
-                handle=self._new_handle(), sql=part, request_id=request_id, lifecycle=Lifecycle(script)
+                id=self._new_handle(),
+                operation=SUBMIT_OPERATION,
+                payload=json.loads(json.dumps(payload, default=str)),
+                lifecycle=self.next_lifecycle(script),
+                created_at=self.created_now(),
+                sql=part,
+                request_id=request_id,
             )
             for part in (parts if multi else [sql.strip()])
         ]
         for statement in statements:
-            self.statements[statement.handle] = statement
+            self.add(statement, record=False)
         req = SnowflakeRequest(
             request_id=request_id,
             handles=[s.handle for s in statements],
@@ -396,31 +310,24 @@ class SnowflakeEmulator(ScriptedEmulator):
         handle = req.parent_handle or req.handles[0]
         body: dict[str, Any] = {
             "code": "333334",
-            "message": "Asynchronous execution in progress. Use provided query id to perform query "
-            "monitoring and management.",
+            "message": _IN_PROGRESS,
             "statementHandle": handle,
-            "statementStatusUrl": self._status_url(handle),
+            "statementStatusUrl": _status_url(handle),
         }
         if req.parent_handle is not None:
             body["statementHandles"] = list(req.handles)
         return Response(202, body)
 
-    def _live(self, handle: str) -> SnowflakeStatement:
-        statement = self.statements.get(handle)
-        if statement is None or statement.expired:
-            raise _error(
-                404, "000709", f"Statement {handle} not found", sqlState="02000", statementHandle=handle
-            )
-        return statement
+    def not_found(self, job_id: Any) -> EmulatorError:
+        return _error(404, "000709", f"Statement {job_id} not found", sqlState="02000", statementHandle=job_id)
 
     def _get(self, request: Request) -> Response:
         handle = request.path_params["handle"]
         parent = self._parents.get(handle)
         if parent is not None:
             return self._get_parent(parent)
-        statement = self._live(handle)
-        statement.gets += 1
-        return self._answer(statement, statement.lifecycle.read())
+        statement = self.live(handle)
+        return self._answer(statement, self.read(statement))
 
     def _get_parent(self, req: SnowflakeRequest) -> Response:
         answers = [self._answer(s, s.state) for s in req.statements]
@@ -438,10 +345,9 @@ class SnowflakeEmulator(ScriptedEmulator):
                 202,
                 {
                     "code": "333334",
-                    "message": "Asynchronous execution in progress. Use provided query id to perform "
-                    "query monitoring and management.",
+                    "message": _IN_PROGRESS,
                     "statementHandle": handle,
-                    "statementStatusUrl": self._status_url(handle),
+                    "statementStatusUrl": _status_url(handle),
                 },
             )
         if state == "SUCCESS":
@@ -453,7 +359,7 @@ class SnowflakeEmulator(ScriptedEmulator):
                     "sqlState": "00000",
                     "message": "Statement executed successfully.",
                     "statementHandle": handle,
-                    "statementStatusUrl": self._status_url(handle),
+                    "statementStatusUrl": _status_url(handle),
                     "createdOn": statement.created_on,
                     "resultSetMetaData": {
                         "numRows": len(rows),
@@ -464,39 +370,23 @@ class SnowflakeEmulator(ScriptedEmulator):
                     "data": rows,
                 },
             )
-        if state == "FAILED":
+        if state in ("FAILED", "CANCELLED"):
+            failed = state == "FAILED"
             return Response(
                 422,
                 {
-                    "code": "000904",
-                    "sqlState": "42000",
-                    "message": "SQL compilation error: error line 1 at position 7\ninvalid identifier 'X'",
-                    "statementHandle": handle,
-                },
-            )
-        if state == "CANCELLED":
-            return Response(
-                422,
-                {
-                    "code": "000604",
-                    "sqlState": "57014",
-                    "message": "SQL execution canceled",
+                    "code": "000904" if failed else "000604",
+                    "sqlState": "42000" if failed else "57014",
+                    "message": "SQL compilation error: error line 1 at position 7\ninvalid identifier 'X'"
+                    if failed
+                    else "SQL execution canceled",
                     "statementHandle": handle,
                 },
             )
         code = int(_HTTP_STATE.match(state).group(1))  # type: ignore[union-attr]
-        return Response(
-            code, {"code": "000000", "message": f"emulated HTTP {code}", "statementHandle": handle}
-        )
+        return Response(code, {"code": "000000", "message": f"emulated HTTP {code}", "statementHandle": handle})
 
     def _cancel(self, request: Request) -> Response:
         handle = request.path_params["handle"]
-        statement = self._live(handle)
-        statement.cancelled = True
-        changed = statement.state in ACTIVE_STATES
-        if changed:
-            statement.lifecycle.set_state("CANCELLED")
-        self.ledger.record(SYSTEM, CANCEL_OPERATION, external_id=handle, payload={"changed": changed})
-        return Response(
-            200, {"code": "000000", "message": "successfully canceled", "statementHandle": handle}
-        )
+        self.cancel(self.live(handle), CANCEL_OPERATION)
+        return Response(200, {"code": "000000", "message": "successfully canceled", "statementHandle": handle})

@@ -53,7 +53,7 @@ def test_get_job_steps_the_scripted_lifecycle_and_reports_errors(hook, bigquery_
     assert states == ["PENDING", "RUNNING", "DONE", "DONE"]
     job = hook.get_job(job_id="j")
     assert job.error_result["reason"] == "invalidQuery"
-    assert bigquery_emulator.job("j").gets == 5
+    assert bigquery_emulator.job("j").reads == 5
 
 
 def test_sync_wait_runs_the_clients_own_result_loop(hook, bigquery_emulator):

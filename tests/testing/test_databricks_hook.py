@@ -53,7 +53,7 @@ def test_submit_run_then_lifecycle_through_get_run(databricks_emulator, hook):
     assert [s.life_cycle_state for s in states] == ["PENDING", "RUNNING", "TERMINATED", "TERMINATED"]
     assert states[-1].is_successful
     run = databricks_emulator.run(run_id)
-    assert run.gets == 4 and run.operation == "runs/submit" and run.payload == SUBMIT
+    assert run.reads == 4 and run.operation == "runs/submit" and run.payload == SUBMIT
 
     (entry,) = databricks_emulator.ledger.submissions()
     assert (entry.system, entry.operation, entry.external_id, entry.created) == (
@@ -82,7 +82,7 @@ def test_idempotency_token_returns_the_existing_run(databricks_emulator, hook):
     again = hook.submit_run({**SUBMIT, "idempotency_token": "tok-1"})
     other = hook.submit_run({**SUBMIT, "idempotency_token": "tok-2"})
     assert again == first and other != first
-    assert len(databricks_emulator.runs) == 2
+    assert len(databricks_emulator.jobs) == 2
     ledger = databricks_emulator.ledger
     assert [(e.external_id, e.token, e.created) for e in ledger.entries] == [
         (first, "tok-1", True),
@@ -269,7 +269,7 @@ def test_repair_of_an_active_run_is_refused(databricks_emulator, hook):
 def test_update_job_merges_settings(databricks_emulator, hook):
     databricks_emulator.add_job(job_id=42, name="nightly")
     hook.update_job("42", {"max_concurrent_runs": 3})
-    assert databricks_emulator.jobs[42].settings["max_concurrent_runs"] == 3
+    assert databricks_emulator.job_definitions[42].settings["max_concurrent_runs"] == 3
     assert databricks_emulator.ledger.entries[-1].operation == "jobs/update"
 
 

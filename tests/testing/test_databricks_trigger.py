@@ -55,7 +55,7 @@ async def test_trigger_polls_to_success(databricks_emulator, hook):
     validate_trigger_event(event)
     assert event["run_id"] == run_id and event["errors"] == []
     assert RunState.from_json(event["run_state"]).is_successful
-    assert databricks_emulator.run(run_id).gets == 6  # five state reads + the final a_get_run
+    assert databricks_emulator.run(run_id).reads == 6  # five state reads + the final a_get_run
     polls = databricks_emulator.server.requests_to("runs/get")
     assert {r.transport for r in polls} == {"async"}
 
@@ -73,7 +73,7 @@ async def test_trigger_waits_while_a_test_holds_the_run(databricks_emulator, hoo
     databricks_emulator.lifecycle = ["RUNNING"]
     run_id = hook.submit_run(SUBMIT)
     task = asyncio.ensure_future(first_event(make_trigger(run_id)))
-    while databricks_emulator.run(run_id).gets < 5:
+    while databricks_emulator.run(run_id).reads < 5:
         await asyncio.sleep(0.01)
     assert not task.done()
     databricks_emulator.set_state(run_id, "TERMINATED:CANCELED")

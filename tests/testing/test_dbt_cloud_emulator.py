@@ -61,7 +61,7 @@ def test_the_connection_points_the_hooks_https_url_at_loopback(dbt, durable_ledg
     assert json.loads(os.environ["AIRFLOW_CONN_DBT_CLOUD_DEFAULT"]) == dbt.connection()
     conn = dbt.connection()
     assert conn["host"] == f"127.0.0.1:{dbt.port}" and dbt.url.startswith("https://127.0.0.1:")
-    env = dbt.client_env()
+    env = dbt.environ()
     # requests gets the CA alone (it re-reads the file per request); aiohttp the default roots plus it.
     assert os.environ["REQUESTS_CA_BUNDLE"] == env["REQUESTS_CA_BUNDLE"] == str(dbt.ca.ca_file)
     assert os.environ["SSL_CERT_FILE"] == env["SSL_CERT_FILE"] == str(dbt.ca.bundle_file)
@@ -165,7 +165,7 @@ async def test_the_trigger_polls_over_aiohttp_to_success(dbt, hook):
         "run_id": run_id,
     }
     assert {r.transport for r in dbt.server.requests_to(f"/runs/{run_id}")} == {"async"}
-    assert dbt.run(run_id).gets == 4
+    assert dbt.run(run_id).reads == 4
 
 
 async def test_async_faults_hit_only_the_trigger(dbt, hook):
