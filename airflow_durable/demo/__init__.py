@@ -1,10 +1,10 @@
 """``airflow-durable demo``: the upstream operator and its durable drop-in, side by side, on a real
 Airflow deployment against an offline emulator, with try 1 killed mid-job.
 
-* :mod:`~airflow_durable.demo.systems` — the registry of systems the demo can run.
-* :mod:`~airflow_durable.demo.deployment` — a real Airflow 3 deployment in a temporary ``AIRFLOW_HOME``.
-* :mod:`~airflow_durable.demo.runner` — the steps, and the measured :class:`DemoResult`.
-* :mod:`~airflow_durable.demo.render` — progress, the table, JSON.
+* `systems` — the registry of systems the demo can run.
+* `deployment` — a real Airflow 3 deployment in a temporary ``AIRFLOW_HOME``.
+* `runner` — the steps, and the measured `DemoResult`.
+* `render` — progress, the table, JSON.
 
 Importing this package imports neither Airflow nor rich.
 """

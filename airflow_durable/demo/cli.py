@@ -1,4 +1,4 @@
-"""``airflow-durable demo``: registered on the main Typer app by :func:`register`."""
+"""``airflow-durable demo``: registered on the main Typer app by `register`."""
 
 from __future__ import annotations
 

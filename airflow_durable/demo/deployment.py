@@ -1,14 +1,14 @@
 """A real Airflow 3.x deployment on one machine: api-server, scheduler, dag-processor, triggerer.
 
 Used by ``airflow-durable demo`` and by the real-deployment tests (``tests/e2e_runtime``).
-LocalExecutor on SQLite in a throwaway ``AIRFLOW_HOME`` that :class:`Deployment` creates and removes. Every
-component starts in its own session (``setsid``) with an explicit environment; :meth:`Deployment.stop`
+LocalExecutor on SQLite in a throwaway ``AIRFLOW_HOME`` that `Deployment` creates and removes. Every
+component starts in its own session (``setsid``) with an explicit environment; `Deployment.stop`
 always ends them: SIGTERM to each process group, SIGKILL after a grace period, then a sweep of any
 process that still carries this deployment's unique ``AIRFLOW_HOME`` (the task processes put
 themselves into their own process group, so killing the component groups alone would miss them).
 
 Nothing here imports Airflow: the components are driven through their CLI and the metadata DB is
-read with :mod:`sqlite3` (or :mod:`psycopg2`).
+read with `sqlite3` (or `psycopg2`).
 
 Besides that embedded default, ``Deployment(database="postgres", executor="celery", triggerers=2)``
 is the deployment teams run in production: a private PostgreSQL server (initdb into the home, loopback
@@ -62,7 +62,7 @@ def venv_bin() -> Path:
 class DeploymentError(RuntimeError):
     """A component did not come up, or a bounded wait ran out.
 
-    :attr:`reason` says what went wrong, :attr:`logs` holds the tails of the logs that show why
+    `reason` says what went wrong, `logs` holds the tails of the logs that show why
     (component logs, task logs); ``str()`` is both.
     """
 
@@ -297,21 +297,22 @@ class TaskInstanceRow:
 
 
 class Deployment:
-    """One real deployment. Use as a context manager, or call :meth:`start` / :meth:`stop`.
+    """One real deployment. Use as a context manager, or call `start` / `stop`.
 
-    :param dags_folder: the DAG bundle the components parse (default: ``dags/`` in the new home).
-    :param extra_env: environment for every component, on top of the defaults (``AIRFLOW__*``
-        settings, emulator connections as ``AIRFLOW_CONN_*``).
-    :param keep_home: keep the ``AIRFLOW_HOME`` (logs, DB, config) after :meth:`stop`; also set by
-        the ``AFD_RUNTIME_KEEP_HOME`` environment variable.
-    :param home_prefix: name prefix of the temporary ``AIRFLOW_HOME``.
-    :param database: ``"sqlite"`` (the embedded default: a file in the home) or ``"postgres"`` (a
-        private PostgreSQL server started from the Debian package, data directory in the home).
-    :param executor: ``"local"`` (LocalExecutor inside the scheduler) or ``"celery"`` (CeleryExecutor,
-        a private Redis broker and ``celery_workers`` ``airflow celery worker`` processes).
-    :param triggerers: how many ``airflow triggerer`` processes (the second one is ``triggerer-2``).
-    :param celery_workers: Celery worker processes (``celery-worker-1``...), with ``worker_concurrency``
-        task slots each.
+    Args:
+        dags_folder: the DAG bundle the components parse (default: ``dags/`` in the new home).
+        extra_env: environment for every component, on top of the defaults (``AIRFLOW__*``
+            settings, emulator connections as ``AIRFLOW_CONN_*``).
+        keep_home: keep the ``AIRFLOW_HOME`` (logs, DB, config) after `stop`; also set by
+            the ``AFD_RUNTIME_KEEP_HOME`` environment variable.
+        home_prefix: name prefix of the temporary ``AIRFLOW_HOME``.
+        database: ``"sqlite"`` (the embedded default: a file in the home) or ``"postgres"`` (a
+            private PostgreSQL server started from the Debian package, data directory in the home).
+        executor: ``"local"`` (LocalExecutor inside the scheduler) or ``"celery"`` (CeleryExecutor,
+            a private Redis broker and ``celery_workers`` ``airflow celery worker`` processes).
+        triggerers: how many ``airflow triggerer`` processes (the second one is ``triggerer-2``).
+        celery_workers: Celery worker processes (``celery-worker-1``...), with ``worker_concurrency``
+            task slots each.
     """
 
     def __init__(
@@ -505,7 +506,7 @@ class Deployment:
         return [_airflow_bin(), component]
 
     def start_component(self, component: str) -> subprocess.Popen[bytes]:
-        """(Re)start one component by name (see :attr:`components`), e.g. after :meth:`kill_component`."""
+        """(Re)start one component by name (see `components`), e.g. after `kill_component`."""
         if component in self.procs and self.procs[component].poll() is None:
             raise RuntimeError(f"{component} is already running")
         env = dict(self.env)
@@ -787,7 +788,7 @@ class Deployment:
             time.sleep(0.2)
 
     def _query_postgres(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        import psycopg2  # the [runtime] extra; only the test side reads the DB this way
+        import psycopg2  # type: ignore[import-untyped]  # the [runtime] extra; only the test side reads the DB this way
 
         assert self.postgres is not None
         for attempt in range(2):

@@ -1,6 +1,6 @@
 """What ``airflow-durable demo`` does, step by step, and the result it measures.
 
-One real Airflow deployment (:mod:`airflow_durable.demo.deployment`) runs the system's upstream DAG
+One real Airflow deployment (`airflow_durable.demo.deployment`) runs the system's upstream DAG
 and durable DAG at the same time against the system's emulator. In each DAG, try 1 submits its job
 and is SIGKILLed (task process and its supervisor) while the job runs; Airflow notices the missing
 heartbeat and retries. The demo then lets the jobs finish and reads what happened from the emulator
@@ -15,7 +15,6 @@ import contextlib
 import importlib.metadata
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -66,7 +65,7 @@ class Timeouts:
 
 
 class DemoStepError(Exception):
-    """A step of the demo failed: :attr:`step` names it, :attr:`reason` says why, :attr:`logs`
+    """A step of the demo failed: `step` names it, `reason` says why, `logs`
     holds the tails of the relevant logs (Airflow components, task attempts)."""
 
     def __init__(self, step: str, reason: str, logs: str = "") -> None:
@@ -277,7 +276,7 @@ class _Run:
     # ------------------------------------------------------------------ step machinery
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[dict[str, str]]:
-        """Run one named step; any failure becomes a :class:`DemoStepError` naming it."""
+        """Run one named step; any failure becomes a `DemoStepError` naming it."""
         started = time.monotonic()
         self.reporter.start(name)
         info: dict[str, str] = {}
@@ -383,7 +382,8 @@ class _Run:
                 keep_home=self.keep,
                 home_prefix="airflow-durable-demo-",
             )
-            shutil.copy(system.dag_file, self.dep.dags_folder / f"airflow_durable_demo_{system.name}.py")
+            dag_file = self.dep.dags_folder / f"airflow_durable_demo_{system.name}.py"
+            dag_file.write_text(system.dag_source())
             _write_env_file(self.dep)
             info["detail"] = str(self.dep.home)
         dep = self.dep
@@ -401,7 +401,8 @@ class _Run:
                 )
             if not found["provider"]:
                 raise DeploymentError(
-                    f"{system.provider_module} is not installed: pip install 'airflow-durable[{system.name}]'"
+                    f"{system.provider_module} is not installed: "
+                    f"pip install 'airflow-durable[{system.extra}]'"
                 )
             if self.durable_runtime is None:
                 self.durable_runtime = bool(found["durable_runtime"])
@@ -614,10 +615,11 @@ def run_demo(
 ) -> DemoResult:
     """Run the demo for ``system`` and return what it measured.
 
-    :param keep: keep the temporary ``AIRFLOW_HOME`` (its path is in :attr:`DemoResult.airflow_home`).
-    :param reporter: receives progress; silent if omitted.
-    :param durable_runtime: whether this Airflow gives the durable operator its task state store
-        (if omitted, the shim answers, in the components' interpreter).
+    Args:
+        keep: keep the temporary ``AIRFLOW_HOME`` (its path is in `DemoResult.airflow_home`).
+        reporter: receives progress; silent if omitted.
+        durable_runtime: whether this Airflow gives the durable operator its task state store
+            (if omitted, the shim answers, in the components' interpreter).
     :raises DemoStepError: a step failed; it names the step and carries the logs that show why.
     """
     run = _Run(system, keep, reporter or _Silent(), timeouts or Timeouts(), durable_runtime)

@@ -1,11 +1,11 @@
 """Offline emulators of the services the durable operators talk to, for users' and our own tests.
 
 Each emulator is a real HTTP server on 127.0.0.1 that the unmodified provider hooks and triggers
-reach over their own transports. It keeps a :class:`Ledger` of every mutating call, runs each job
-through a scripted :class:`Lifecycle`, and injects failures from a :class:`FaultPlan`.
+reach over their own transports. It keeps a `Ledger` of every mutating call, runs each job
+through a scripted `Lifecycle`, and injects failures from a `FaultPlan`.
 
 Importing this package imports neither Airflow nor any provider. The pytest fixtures live in
-:mod:`airflow_durable.testing.pytest_plugin` (loaded automatically by pytest).
+`airflow_durable.testing.pytest_plugin` (loaded automatically by pytest).
 """
 
 from __future__ import annotations

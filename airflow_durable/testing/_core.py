@@ -47,7 +47,7 @@ TRANSPORT_HEADER = "X-Emulator-Transport"
 
 
 def set_environ(target: EnvironSetter | None, values: Mapping[str, str]) -> None:
-    """Set ``values`` through ``target``: a ``(name, value)`` callable or a mapping (default ``os.environ``)."""
+    """Set ``values`` through a ``(name, value)`` callable or a mapping (default ``os.environ``)."""
     setter = os.environ if target is None else target
     for name, value in values.items():
         if callable(setter):
@@ -142,10 +142,10 @@ class Ledger:
 
 # --------------------------------------------------------------------------- lifecycle
 class Lifecycle:
-    """A scripted sequence of states: each :meth:`read` returns the current one, then steps on.
+    """A scripted sequence of states: each `read` returns the current one, then steps on.
 
     The last state is sticky, so ``Lifecycle(["RUNNING"])`` holds a job running until a test calls
-    :meth:`set_state`, which forces a state and ends the script.
+    `set_state`, which forces a state and ends the script.
     """
 
     def __init__(self, states: Sequence[str]) -> None:
@@ -251,7 +251,7 @@ _DEFAULT_STATUS = object()
 
 @dataclass(eq=False)
 class Fault:
-    """One injected failure; see :meth:`FaultPlan.add`."""
+    """One injected failure; see `FaultPlan.add`."""
 
     method: str | None
     path_contains: str | None
@@ -307,16 +307,17 @@ class FaultPlan:
     ) -> Fault:
         """Inject a fault into matching requests.
 
-        :param status: HTTP status to answer with (default 500). With ``latency`` and no ``status``
-            (or ``status=None``) the request is only delayed, then answered normally.
-        :param times: how many matching requests it hits; ``None`` = forever.
-        :param body: the error body; ``None`` = the service's own error shape for ``status``.
-        :param transport: ``"sync"`` / ``"async"`` to hit only one client library (see
-            :func:`classify_transport`).
-        :param predicate: extra ``Request -> bool`` filter.
-        :param drop: close the connection without any answer (a connection error to the client).
-        :param after: let the service handle the call first (its effect and ledger entry happen),
-            then replace the answer: models "the job was created but the response was lost".
+        Args:
+            status: HTTP status to answer with (default 500). With ``latency`` and no ``status``
+                (or ``status=None``) the request is only delayed, then answered normally.
+            times: how many matching requests it hits; ``None`` = forever.
+            body: the error body; ``None`` = the service's own error shape for ``status``.
+            transport: ``"sync"`` / ``"async"`` to hit only one client library (see
+                `classify_transport`).
+            predicate: extra ``Request -> bool`` filter.
+            drop: close the connection without any answer (a connection error to the client).
+            after: let the service handle the call first (its effect and ledger entry happen),
+                then replace the answer: models "the job was created but the response was lost".
         """
         if transport not in (None, "sync", "async"):
             raise ValueError(f"transport must be None, 'sync' or 'async', not {transport!r}")
@@ -401,11 +402,11 @@ def _compile(pattern: str) -> re.Pattern[str]:
 
 
 class ScriptedEmulator:
-    """What every emulator shares: a :class:`LoopbackServer` and the state scripts of its jobs.
+    """What every emulator shares: a `LoopbackServer` and the state scripts of its jobs.
 
-    A subclass sets :attr:`DEFAULT_LIFECYCLE`, creates ``self._lock`` (an ``RLock``), ``self.server``
-    and ``self._queued_lifecycles = []`` before assigning :attr:`lifecycle`, and overrides
-    :meth:`_validate_script` when its states need more than :class:`Lifecycle`'s checks.
+    A subclass sets `DEFAULT_LIFECYCLE`, creates ``self._lock`` (an ``RLock``), ``self.server``
+    and ``self._queued_lifecycles = []`` before assigning `lifecycle`, and overrides
+    `_validate_script` when its states need more than `Lifecycle`'s checks.
     """
 
     #: The script a new job follows when the test set none.
@@ -430,7 +431,7 @@ class ScriptedEmulator:
         self._lifecycle = self._validate_script(self.DEFAULT_LIFECYCLE if states is None else states)
 
     def queue_lifecycles(self, *scripts: Sequence[str]) -> None:
-        """Give the next new jobs these scripts, in order; later jobs get :attr:`lifecycle`.
+        """Give the next new jobs these scripts, in order; later jobs get `lifecycle`.
 
         For scenarios across tries that a test cannot step into, e.g. "the first job fails, the
         retry's job succeeds" under ``dag.test()``.
@@ -465,7 +466,7 @@ class LoopbackServer:
     """A threaded HTTP server on 127.0.0.1 (ephemeral port) that routes JSON requests to handlers.
 
     Faults from ``faults`` apply before (or, with ``after=True``, instead of the answer of) the
-    handler. Handler bugs answer 500 and are kept in :attr:`errors` so a test can surface them.
+    handler. Handler bugs answer 500 and are kept in `errors` so a test can surface them.
     """
 
     def __init__(
@@ -480,7 +481,7 @@ class LoopbackServer:
     ) -> None:
         self.name = name
         #: Serve HTTPS for clients that hard-code ``https://`` with this server-side context, e.g.
-        #: ``LoopbackCA().server_context()`` (:mod:`airflow_durable.testing._tls`).
+        #: ``LoopbackCA().server_context()`` (`airflow_durable.testing._tls`).
         self.ssl_context = ssl_context
         self.faults = faults if faults is not None else FaultPlan()
         self.error_body = error_body

@@ -225,7 +225,9 @@ class HttpEmulator(ScriptedEmulator):
         env[f"AIRFLOW_CONN_{(conn_id or self.default_conn_id).upper()}"] = self.connection_uri()
         return env
 
-    def install_connection(self, environ_setter: EnvironSetter | None = None, conn_id: str | None = None) -> str:
+    def install_connection(
+        self, environ_setter: EnvironSetter | None = None, conn_id: str | None = None
+    ) -> str:
         """Install `environ`; returns the connection variable's name.
 
         Args:
@@ -251,7 +253,9 @@ class HttpEmulator(ScriptedEmulator):
             except (KeyError, ValueError):
                 known = sorted(self.jobs, key=str)
                 noun = self.JOB_NOUN
-                raise KeyError(f"the {self.title} emulator has no {noun} {job_id!r}; {noun}s: {known}") from None
+                raise KeyError(
+                    f"the {self.title} emulator has no {noun} {job_id!r}; {noun}s: {known}"
+                ) from None
 
     #: The conformance suite's name for `job`.
     run = job
@@ -311,7 +315,12 @@ class HttpEmulator(ScriptedEmulator):
             self._tokens[job.token] = job.id
         if record:
             self.ledger.record(
-                self.system, job.operation, external_id=job.id, token=job.token, created=True, payload=job.payload
+                self.system,
+                job.operation,
+                external_id=job.id,
+                token=job.token,
+                created=True,
+                payload=job.payload,
             )
         return job
 

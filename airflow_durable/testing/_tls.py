@@ -5,20 +5,20 @@ dbt Cloud: ``https://{conn.host}/``), so the only seams left are the ones every 
 through: name resolution and certificate trust. This module provides both, without touching any
 hook or client library code path:
 
-* :class:`LoopbackCA` — a throwaway CA and a server certificate for the emulated names (by default
+* `LoopbackCA` — a throwaway CA and a server certificate for the emulated names (by default
   ``127.0.0.1`` and ``localhost``, for hooks that only force ``https://`` but take a ``host:port``),
-  made with ``cryptography``; :meth:`~LoopbackCA.server_context` is what the emulator serves with
-  (``LoopbackServer(ssl_context=...)``) and :meth:`~LoopbackCA.client_env` is what clients trust it by.
-* :func:`route` — resolve a domain (and its subdomains) to ``127.0.0.1:<port>``. It wraps
+  made with ``cryptography``; `server_context` is what the emulator serves with
+  (``LoopbackServer(ssl_context=...)``) and `client_env` is what clients trust it by.
+* `route` — resolve a domain (and its subdomains) to ``127.0.0.1:<port>``. It wraps
   ``socket.getaddrinfo``, which ``requests``/``urllib3`` and ``aiohttp``'s default resolver both call,
   and returns the emulator's port with the address, so ``https://x.example.com`` (port 443) connects to
   the emulator's ephemeral port. Every other name resolves as before.
-* :func:`trust` — make this process's clients trust the test CA: ``requests`` through
+* `trust` — make this process's clients trust the test CA: ``requests`` through
   ``REQUESTS_CA_BUNDLE`` (read at every request; set to the test CA alone, so ``requests`` in that
   process trusts nothing else — tests are offline), ``aiohttp`` through ``SSL_CERT_FILE`` (read when
   it builds its default context at import; the default trust store plus the test CA) and the
-  already-built default context if it is imported (:meth:`LoopbackCA.trust_in_process`).
-* :func:`environ` — the same, for *other* processes (a scheduler, a triggerer, ``airflow dags test``):
+  already-built default context if it is imported (`LoopbackCA.trust_in_process`).
+* `environ` — the same, for *other* processes (a scheduler, a triggerer, ``airflow dags test``):
   environment variables, including a ``PYTHONPATH`` entry whose ``sitecustomize`` applies the routes
   at interpreter start-up (chaining to any other ``sitecustomize``).
 
@@ -188,7 +188,7 @@ def _routing_getaddrinfo(
 def route(domain: str, port: int, address: str = "127.0.0.1") -> None:
     """Resolve ``domain`` and every subdomain to ``address:port`` in this process.
 
-    Routes stack: the latest one of a domain wins until :func:`unroute` removes it.
+    Routes stack: the latest one of a domain wins until `unroute` removes it.
     """
     domain = domain.lstrip("*.").rstrip(".").lower()
     with _lock:
@@ -197,7 +197,7 @@ def route(domain: str, port: int, address: str = "127.0.0.1") -> None:
 
 
 def unroute(domain: str, port: int | None = None) -> None:
-    """Undo the latest :func:`route` of ``domain`` (or the one to ``port``); the previous one applies."""
+    """Undo the latest `route` of ``domain`` (or the one to ``port``); the previous one applies."""
     domain = domain.lstrip("*.").rstrip(".").lower()
     with _lock:
         stack = _routes.get(domain, [])
@@ -221,7 +221,7 @@ def routes() -> dict[str, tuple[str, int]]:
 def trust(ca_file: str | os.PathLike[str]) -> None:
     """Trust ``ca_file`` in ``aiohttp``'s already-built default context, if ``aiohttp`` is imported.
 
-    ``requests`` and a later ``aiohttp`` import read the environment instead (see :func:`environ`).
+    ``requests`` and a later ``aiohttp`` import read the environment instead (see `environ`).
     """
     connector = sys.modules.get("aiohttp.connector")
     context = getattr(connector, "_SSL_CONTEXT_VERIFIED", None)
@@ -262,7 +262,7 @@ _site_dir: Path | None = None
 
 
 def sitecustomize_dir() -> Path:
-    """A directory holding the ``sitecustomize.py`` that applies :data:`ROUTES_ENV` at start-up."""
+    """A directory holding the ``sitecustomize.py`` that applies `ROUTES_ENV` at start-up."""
     global _site_dir
     with _lock:
         if _site_dir is None:
@@ -278,8 +278,9 @@ def environ(
 ) -> dict[str, str]:
     """Environment variables that make a child Python process reach the emulator like this one does.
 
-    :param domains: ``{domain: port}`` to route to 127.0.0.1.
-    :param base: the environment the variables are added to (only ``PYTHONPATH`` is read from it).
+    Args:
+        domains: ``{domain: port}`` to route to 127.0.0.1.
+        base: the environment the variables are added to (only ``PYTHONPATH`` is read from it).
     """
     base = os.environ if base is None else base
     pythonpath = [str(sitecustomize_dir())]
@@ -293,7 +294,7 @@ def environ(
 
 
 def activate_from_environ(env: Mapping[str, str] | None = None) -> None:
-    """Apply the routes and CA named by :data:`ROUTES_ENV` / :data:`CA_ENV` (what ``sitecustomize`` calls)."""
+    """Apply the routes and CA named by `ROUTES_ENV` / `CA_ENV` (what ``sitecustomize`` calls)."""
     env = os.environ if env is None else env
     raw = env.get(ROUTES_ENV)
     if not raw:

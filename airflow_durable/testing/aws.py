@@ -4,17 +4,17 @@ The provider hooks reach AWS through botocore (sync) and their triggers through 
 Both honour the Airflow AWS connection's ``endpoint_url`` extra, so an emulator only has to be an HTTP
 server on 127.0.0.1 that speaks the AWS wire protocols. It is built from two pieces:
 
-* one shared moto server (:class:`MotoServer`, ``moto.server.ThreadedMotoServer`` on a free loopback
+* one shared moto server (`MotoServer`, ``moto.server.ThreadedMotoServer`` on a free loopback
   port) per process, started on first use and reset whenever an emulator starts, so tests sharing it
   stay isolated;
-* per emulator, an :class:`AwsEmulator` front: a :class:`~airflow_durable.testing.LoopbackServer`
+* per emulator, an `AwsEmulator` front: a `LoopbackServer`
   that names each call (``service`` + ``Operation``, from the ``X-Amz-Target`` header or the botocore
-  model's request URIs), applies the :class:`~airflow_durable.testing.FaultPlan`, records mutating
-  calls in the :class:`~airflow_durable.testing.Ledger`, drives each job through its scripted
-  :class:`~airflow_durable.testing.Lifecycle` (moto's own state machines finish jobs instantly, too
+  model's request URIs), applies the `FaultPlan`, records mutating
+  calls in the `Ledger`, drives each job through its scripted
+  `Lifecycle` (moto's own state machines finish jobs instantly, too
   fast for crash tests), and forwards everything else to moto unchanged.
 
-Subclasses (one per AWS service, e.g. :class:`~airflow_durable.testing.BatchEmulator`) say which
+Subclasses (one per AWS service, e.g. `BatchEmulator`) say which
 operations submit, read status and cancel, how a job's state is pushed into moto's backend, and may
 serve operations moto lacks themselves (``local_operations``).
 
@@ -93,8 +93,8 @@ def _error_body(status: int, message: str, codes: Mapping[int, str] = _ERROR_COD
 class MotoServer:
     """A moto server on a free 127.0.0.1 port, in a thread of this process.
 
-    Use :meth:`shared` for the process-wide instance (starting one takes about a second); its state is
-    reset by every :meth:`AwsEmulator.start`. The backends live in this process, which is what lets an
+    Use `shared` for the process-wide instance (starting one takes about a second); its state is
+    reset by every `AwsEmulator.start`. The backends live in this process, which is what lets an
     emulator set job states in them directly.
     """
 
@@ -169,7 +169,7 @@ def _trimmed_botocore_data() -> str:
         if _data_path is None:
             import tempfile
 
-            import botocore
+            import botocore  # type: ignore[import-untyped]
 
             with open(os.path.join(os.path.dirname(botocore.__file__), "data", "endpoints.json")) as f:
                 endpoints = json.load(f)
@@ -192,6 +192,8 @@ class AwsCall:
     operation: str  # e.g. "SubmitJob"
     params: dict[str, Any]  # the JSON body (REST-JSON path parameters merged in)
     request: Request
+    #: What a local operation hands to `AwsEmulator.on_created` about the job it made.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def transport(self) -> str:
@@ -254,11 +256,12 @@ class _AwsFront(LoopbackServer):
 class AwsEmulator(ScriptedEmulator):
     """Base class of the AWS service emulators; see the module docstring.
 
-    :param ledger: shared ledger (a fresh one if omitted).
-    :param lifecycle: default state script for new jobs (the subclass's ``DEFAULT_LIFECYCLE`` if omitted).
-    :param faults: the fault plan (a fresh one if omitted).
-    :param moto: the moto server to forward to (the process-wide :meth:`MotoServer.shared` if omitted).
-    :param region: the region the connection names and the resources live in.
+    Args:
+        ledger: shared ledger (a fresh one if omitted).
+        lifecycle: default state script for new jobs (the subclass's ``DEFAULT_LIFECYCLE`` if omitted).
+        faults: the fault plan (a fresh one if omitted).
+        moto: the moto server to forward to (the process-wide `MotoServer.shared` if omitted).
+        region: the region the connection names and the resources live in.
 
     Subclasses set the class attributes and override the hooks below as their service needs.
     """
@@ -273,8 +276,8 @@ class AwsEmulator(ScriptedEmulator):
     cancel_operations: ClassVar[frozenset[str]] = frozenset()
     #: The request parameter the service itself honours as an idempotency token (``None``: none).
     native_token_param: ClassVar[str | None] = None
-    #: Whether the service itself is moto's (then :meth:`start` resets moto and calls
-    #: :meth:`configure_moto`); an emulator that answers its service itself starts moto only when it
+    #: Whether the service itself is moto's (then `start` resets moto and calls
+    #: `configure_moto`); an emulator that answers its service itself starts moto only when it
     #: first forwards a call of another service.
     uses_moto: ClassVar[bool] = True
     #: Error codes of injected faults by HTTP status, where the service differs from the AWS default.
@@ -343,8 +346,9 @@ class AwsEmulator(ScriptedEmulator):
     ) -> str:
         """Install the connection as ``AIRFLOW_CONN_<CONN_ID>``; returns the variable's name.
 
-        :param environ_setter: a ``(name, value)`` callable such as ``monkeypatch.setenv``, or a mutable
-            mapping (default ``os.environ``: inherited by subprocesses started afterwards).
+        Args:
+            environ_setter: a ``(name, value)`` callable such as ``monkeypatch.setenv``, or a mutable
+                mapping (default ``os.environ``: inherited by subprocesses started afterwards).
         """
         name = f"AIRFLOW_CONN_{conn_id.upper()}"
         set_environ(environ_setter, {name: self.connection_uri()})
@@ -365,10 +369,11 @@ class AwsEmulator(ScriptedEmulator):
     def client(self, service: str | None = None, max_attempts: int | None = None) -> Any:
         """A boto3 client of ``service`` (default: this emulator's) pointed at the emulator, for set-up.
 
-        :param max_attempts: botocore's total attempts per call (its default retries when omitted).
+        Args:
+            max_attempts: botocore's total attempts per call (its default retries when omitted).
         """
-        import boto3
-        from botocore.config import Config
+        import boto3  # type: ignore[import-untyped]
+        from botocore.config import Config  # type: ignore[import-untyped]
 
         config = Config(retries={"total_max_attempts": max_attempts}) if max_attempts else None
         return boto3.client(
@@ -392,7 +397,7 @@ class AwsEmulator(ScriptedEmulator):
                     f"the {self.system} emulator has no job {job_id!r}; jobs: {sorted(self.jobs)}"
                 ) from None
 
-    #: The conformance suite's name for :meth:`job`.
+    #: The conformance suite's name for `job`.
     run = job
 
     def latest_job(self) -> AwsJob:
@@ -434,7 +439,7 @@ class AwsEmulator(ScriptedEmulator):
 
     @property
     def local_operations(self) -> Mapping[str, Callable[[AwsCall], Any]]:
-        """Operations of :attr:`service` this emulator answers itself instead of moto."""
+        """Operations of `service` this emulator answers itself instead of moto."""
         return {}
 
     def submission_token(self, call: AwsCall) -> str | None:
@@ -510,7 +515,7 @@ class AwsEmulator(ScriptedEmulator):
         if service not in self._routes_cache:
             routes: list[tuple[str, re.Pattern[str], str]] = []
             try:
-                import botocore.session
+                import botocore.session  # type: ignore[import-untyped]
 
                 model = botocore.session.get_session().get_service_model(_MODEL_NAMES.get(service, service))
             except Exception:

@@ -10,8 +10,8 @@ job's status from a scripted lifecycle (set in moto's backend before every ``Des
                                            jobDefinition=batch.job_definition)["jobId"]
         batch.set_state(job_id, "FAILED")
 
-A job queue (:attr:`BatchEmulator.job_queue`) and a container job definition
-(:attr:`BatchEmulator.job_definition`) exist after :meth:`start`. Batch has no cancelled state: a
+A job queue (`BatchEmulator.job_queue`) and a container job definition
+(`BatchEmulator.job_definition`) exist after `start`. Batch has no cancelled state: a
 cancelled or terminated job ends ``FAILED``. An expired job disappears from ``DescribeJobs`` and
 ``ListJobs``, as after Batch's retention period. Throttling is ``429 TooManyRequestsException``.
 SubmitJob has no idempotency token; the ledger records the ``airflow-durable-token`` tag as the token.
@@ -68,7 +68,7 @@ class BatchEmulator(AwsEmulator):
 
     # ------------------------------------------------------------------ moto set-up
     def configure_moto(self) -> None:
-        import boto3
+        import boto3  # type: ignore[import-untyped]
         from moto.core.config import default_user_config
         from moto.moto_api import state_manager
 

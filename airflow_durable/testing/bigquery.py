@@ -5,7 +5,7 @@ It is a real HTTP server on 127.0.0.1, reached by the unmodified ``BigQueryHook`
 ``BigQueryInsertJobTrigger`` path: the trigger's ``BigQueryAsyncHook.get_job_status`` runs that same
 sync client in a thread (``sync_to_async``), so its polls arrive over ``requests`` too. Only the
 async hook's ``cancel_job`` (the trigger's ``on_kill``) uses ``gcloud-aio-bigquery`` over ``aiohttp``;
-see :meth:`BigQueryEmulator.aio_environ`.
+see `BigQueryEmulator.aio_environ`.
 
 How the clients find it, without patching anything (works for subprocesses too)::
 
@@ -192,12 +192,16 @@ class BigQueryEmulator(HttpEmulator):
         """
         return {"BIGQUERY_EMULATOR_HOST": f"127.0.0.1:{self.port}"}
 
-    def install(self, environ_setter: EnvironSetter | None = None, conn_id: str = "google_cloud_default") -> None:
+    def install(
+        self, environ_setter: EnvironSetter | None = None, conn_id: str = "google_cloud_default"
+    ) -> None:
         """Deprecated: `install_connection`."""
         import warnings
 
         warnings.warn(
-            "BigQueryEmulator.install is deprecated, use .install_connection", DeprecationWarning, stacklevel=2
+            "BigQueryEmulator.install is deprecated, use .install_connection",
+            DeprecationWarning,
+            stacklevel=2,
         )
         self.install_connection(environ_setter, conn_id)
 
@@ -222,7 +226,10 @@ class BigQueryEmulator(HttpEmulator):
                     "message": job.message or "Job execution was cancelled: User requested cancellation",
                 }
             else:
-                error = {"reason": "invalidQuery", "message": job.message or f"Job {job.id} failed (emulated)"}
+                error = {
+                    "reason": "invalidQuery",
+                    "message": job.message or f"Job {job.id} failed (emulated)",
+                }
             status["errorResult"] = error
             status["errors"] = [error]
         statistics: dict[str, Any] = {"creationTime": str(job.created)}
@@ -299,7 +306,11 @@ class BigQueryEmulator(HttpEmulator):
         if not job.done:
             # The real call long-polls up to timeoutMs; a short pause keeps the client's loop from spinning.
             time.sleep(0.02)
-            return {"kind": "bigquery#getQueryResultsResponse", "jobReference": reference, "jobComplete": False}
+            return {
+                "kind": "bigquery#getQueryResultsResponse",
+                "jobReference": reference,
+                "jobComplete": False,
+            }
         return {
             "kind": "bigquery#getQueryResultsResponse",
             "jobReference": reference,

@@ -275,7 +275,7 @@ class DatabricksEmulator(HttpEmulator):
             task_keys=task_keys,
             task_run_ids=[next(self._task_run_ids) for _ in task_keys],
         )
-        for task_run_id, key in zip(run.task_run_ids, task_keys):
+        for task_run_id, key in zip(run.task_run_ids, task_keys, strict=True):
             self._task_runs[task_run_id] = (run.id, key)
         self.add(run)
         return {"run_id": run.id, "number_in_job": run.number_in_job}
@@ -304,7 +304,7 @@ class DatabricksEmulator(HttpEmulator):
                 "attempt_number": 0,
                 "start_time": run.start_time,
             }
-            for task_run_id, key in zip(run.task_run_ids, run.task_keys)
+            for task_run_id, key in zip(run.task_run_ids, run.task_keys, strict=True)
         ]
         body: dict[str, Any] = {
             "job_id": run.job_id,

@@ -1,9 +1,9 @@
 """An offline emulator of the dbt Cloud Administrative API v2, as the provider's ``DbtCloudHook`` calls it.
 
 The hook forces ``https://{conn.host}/`` on both of its paths, so the emulator serves TLS on
-127.0.0.1 with a certificate from a throwaway :class:`~airflow_durable.testing.LoopbackCA`. The
+127.0.0.1 with a certificate from a throwaway `LoopbackCA`. The
 connection's ``host`` is ``127.0.0.1:<port>``; ``requests`` (sync path) and ``aiohttp`` (the trigger)
-trust the CA through ``REQUESTS_CA_BUNDLE`` / ``SSL_CERT_FILE``, which :meth:`install_connection` sets
+trust the CA through ``REQUESTS_CA_BUNDLE`` / ``SSL_CERT_FILE``, which `install_connection` sets
 together with ``AIRFLOW_CONN_<ID>`` — so a scheduler or triggerer started afterwards reaches it too::
 
     with DbtCloudEmulator(lifecycle=["QUEUED", "RUNNING", "SUCCESS"]) as dbt:
@@ -224,13 +224,20 @@ class DbtCloudEmulator(HttpEmulator):
         return f"127.0.0.1:{self.port}"
 
     def connection(self) -> dict[str, Any]:
-        return {"conn_type": "dbt_cloud", "host": self.host, "login": str(self.account_id), "password": self.token}
+        return {
+            "conn_type": "dbt_cloud",
+            "host": self.host,
+            "login": str(self.account_id),
+            "password": self.token,
+        }
 
     def client_env(self) -> dict[str, str]:
         """Deprecated: the CA variables are part of `environ`."""
         import warnings
 
-        warnings.warn("DbtCloudEmulator.client_env is deprecated, use .environ", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "DbtCloudEmulator.client_env is deprecated, use .environ", DeprecationWarning, stacklevel=2
+        )
         assert self.ca is not None
         return self.ca.client_env()
 
@@ -397,7 +404,11 @@ class DbtCloudEmulator(HttpEmulator):
         latest = max(runs, key=lambda r: (r.created_at, r.id)) if runs else None
         if latest is not None and latest.state == "ERROR":
             run = self._create_run(
-                job, "jobs/rerun", f"Retry of run {latest.id} from the point of failure", {}, rerun_of=latest.id
+                job,
+                "jobs/rerun",
+                f"Retry of run {latest.id} from the point of failure",
+                {},
+                rerun_of=latest.id,
             )
         else:
             run = self._create_run(job, "jobs/rerun", "Triggered via API", {})

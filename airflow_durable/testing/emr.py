@@ -1,18 +1,18 @@
 """Offline emulators of EMR (steps on a cluster), EMR Serverless and EMR on EKS, on the AWS base.
 
-Each is an :class:`~airflow_durable.testing.aws.AwsEmulator` in front of moto: the unmodified provider
+Each is an `AwsEmulator` in front of moto: the unmodified provider
 hooks (botocore) and triggers (aiobotocore) reach it through the ``aws_default`` connection's
 ``endpoint_url``. What the subclasses add to moto:
 
-* a scripted :class:`~airflow_durable.testing.Lifecycle` per job (moto finishes EMR Serverless jobs
+* a scripted `Lifecycle` per job (moto finishes EMR Serverless jobs
   instantly and never moves steps or EMR on EKS jobs at all), pushed into moto's backend on every
   status read;
 * ``clientToken`` idempotency for EMR Serverless and EMR on EKS ``StartJobRun`` (moto ignores it): a
   replay with a token already seen returns the job it started, as AWS does;
 * ``CancelSteps`` (moto lacks it) and the ``InvalidRequestException`` AWS answers for an unknown step;
-* a ready-made resource to submit to: a ``WAITING`` cluster (:attr:`EmrEmulator.cluster_id`), a
-  ``CREATED`` application (:attr:`EmrServerlessEmulator.application_id`), a ``RUNNING`` virtual cluster
-  (:attr:`EmrContainersEmulator.virtual_cluster_id`).
+* a ready-made resource to submit to: a ``WAITING`` cluster (`EmrEmulator.cluster_id`), a
+  ``CREATED`` application (`EmrServerlessEmulator.application_id`), a ``RUNNING`` virtual cluster
+  (`EmrContainersEmulator.virtual_cluster_id`).
 
 One ``AddJobFlowSteps`` call is one job in the ledger (its id: the step ids joined by ``,``) whose
 steps move through one script together. The ledger's token is the durable token found in the step
@@ -38,7 +38,7 @@ _TOKEN_IN_NAME = re.compile(r"\[(afd-[0-9a-f]{40}-g\d+) step \d+/\d+\]$")
 
 def _moto_client(emulator: AwsEmulator, service: str) -> Any:
     """A boto3 client straight to moto (set-up calls bypass the front: no ledger, no faults)."""
-    import boto3
+    import boto3  # type: ignore[import-untyped]
 
     return boto3.client(
         service,
@@ -52,7 +52,7 @@ def _moto_client(emulator: AwsEmulator, service: str) -> Any:
 class EmrEmulator(AwsEmulator):
     """EMR steps on one cluster: ``AddJobFlowSteps``, ``ListSteps``, ``DescribeStep``, ``CancelSteps``.
 
-    The cluster is ``cluster_id`` (named ``CLUSTER_NAME``), ``WAITING`` after :meth:`start`.
+    The cluster is ``cluster_id`` (named ``CLUSTER_NAME``), ``WAITING`` after `start`.
     """
 
     system: ClassVar[str] = "emr"

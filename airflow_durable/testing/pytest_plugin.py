@@ -7,27 +7,27 @@ and loading it imports neither Airflow nor any provider.
 Fixtures:
 
 ``durable_ledger``
-    A fresh :class:`~airflow_durable.testing.Ledger` shared by every emulator of the test.
+    A fresh `Ledger` shared by every emulator of the test.
 
 ``databricks_emulator``
-    A started :class:`~airflow_durable.testing.DatabricksEmulator` recording into ``durable_ledger``,
+    A started `DatabricksEmulator` recording into ``durable_ledger``,
     with the ``databricks_default`` connection pointing at it (through ``monkeypatch``, so it is
     undone at teardown); stopped at teardown.
 
 ``snowflake_emulator``
-    A started :class:`~airflow_durable.testing.SnowflakeEmulator` recording into ``durable_ledger``,
+    A started `SnowflakeEmulator` recording into ``durable_ledger``,
     with the ``snowflake_default`` connection pointing at it and this process (and its child
     processes, through the environment) routing ``*.snowflakecomputing.com`` to it over TLS with a
     throwaway CA (all through ``monkeypatch``, undone at teardown); stopped at teardown.
 
 ``bigquery_emulator``
-    A started :class:`~airflow_durable.testing.BigQueryEmulator` recording into ``durable_ledger``,
+    A started `BigQueryEmulator` recording into ``durable_ledger``,
     with ``BIGQUERY_EMULATOR_HOST`` and the ``google_cloud_default`` connection (anonymous
     credentials) pointing at it through ``monkeypatch``; stopped at teardown.
 
 ``redshift_data_emulator`` / ``batch_emulator``
-    A started :class:`~airflow_durable.testing.RedshiftDataEmulator` /
-    :class:`~airflow_durable.testing.BatchEmulator` recording into ``durable_ledger``, with the
+    A started `RedshiftDataEmulator` /
+    `BatchEmulator` recording into ``durable_ledger``, with the
     ``aws_default`` connection (fake credentials, ``endpoint_url`` → the emulator) installed through
     ``monkeypatch``. They share one moto server per test process (started on first use, reset for
     every test), so only the first AWS test of a worker pays moto's start-up. ``AWS_DATA_PATH`` points
@@ -44,14 +44,14 @@ Example::
         assert len(durable_ledger.submissions("databricks")) == 1
 
 ``dbt_cloud_emulator``
-    A started :class:`~airflow_durable.testing.DbtCloudEmulator` (HTTPS on loopback with a throwaway
+    A started `DbtCloudEmulator` (HTTPS on loopback with a throwaway
     CA) recording into ``durable_ledger``, with the ``dbt_cloud_default`` connection and the CA
     variables (``REQUESTS_CA_BUNDLE``, ``SSL_CERT_FILE``) set through ``monkeypatch``; stopped at teardown.
 
 ``emr_emulator`` / ``emr_serverless_emulator`` / ``emr_containers_emulator``
-    A started :class:`~airflow_durable.testing.emr.EmrEmulator` (steps on the cluster
-    ``emr_emulator.cluster_id``), :class:`~airflow_durable.testing.emr.EmrServerlessEmulator`
-    (application ``.application_id``) or :class:`~airflow_durable.testing.emr.EmrContainersEmulator`
+    A started `EmrEmulator` (steps on the cluster
+    ``emr_emulator.cluster_id``), `EmrServerlessEmulator`
+    (application ``.application_id``) or `EmrContainersEmulator`
     (virtual cluster ``.virtual_cluster_id``) recording into ``durable_ledger``, with the
     ``aws_default`` connection pointing at it; stopped at teardown.
 

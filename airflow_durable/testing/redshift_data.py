@@ -87,7 +87,7 @@ class RedshiftDataEmulator(AwsEmulator):
         raise _not_found(job_id)
 
     def on_created(self, job: AwsJob, call: AwsCall) -> None:
-        job.extra.update(call.request.path_params.get("_statement", {}))
+        job.extra.update(call.extra)
 
     # ------------------------------------------------------------------ endpoints
     def _statement(self, statement_id: str) -> AwsJob:
@@ -117,12 +117,14 @@ class RedshiftDataEmulator(AwsEmulator):
         statement_id = str(uuid.uuid4())
         now = time.time()
         # Handed to on_created, which stores it on the new job.
-        call.request.path_params["_statement"] = {
-            "sqls": list(sqls),
-            "batch": call.operation == "BatchExecuteStatement",
-            "session_id": session_id,
-            "created_at": now,
-        }
+        call.extra.update(
+            {
+                "sqls": list(sqls),
+                "batch": call.operation == "BatchExecuteStatement",
+                "session_id": session_id,
+                "created_at": now,
+            }
+        )
         answer: dict[str, Any] = {"Id": statement_id, "CreatedAt": now}
         for key in ("ClusterIdentifier", "WorkgroupName", "Database", "DbUser", "SecretArn"):
             if params.get(key) is not None:

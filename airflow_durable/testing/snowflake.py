@@ -2,9 +2,9 @@
 
 The hook hard-codes ``https://<account>[.<region>].snowflakecomputing.com`` (no port, no scheme
 choice), so the emulator serves HTTPS on an ephemeral loopback port with a throwaway CA, and routes
-``*.snowflakecomputing.com`` to that port (:mod:`airflow_durable.testing._tls`). The unmodified hook
+``*.snowflakecomputing.com`` to that port (`airflow_durable.testing._tls`). The unmodified hook
 reaches it through its sync path (``requests``) and its trigger's async path (``aiohttp``), in this
-process, and in child processes started with :meth:`SnowflakeEmulator.environ`::
+process, and in child processes started with `SnowflakeEmulator.environ`::
 
     with SnowflakeEmulator(lifecycle=["RUNNING", "SUCCESS"]) as sf:
         sf.install_connection(monkeypatch.setenv)          # connection + CA trust env vars
@@ -21,7 +21,7 @@ What it implements:
   executes (the SQL API only deduplicates a request that says it is a retry).
 * ``GET /api/v2/statements/{handle}`` — ``202`` while the statement runs, ``200`` with a result set
   when it succeeded, ``422`` with ``code``/``sqlState`` when it failed or was cancelled, ``404`` for
-  a handle it does not know (or :meth:`expire`-d).
+  a handle it does not know (or `expire`-d).
 * ``POST /api/v2/statements/{handle}/cancel``.
 
 States (each ``GET`` of a handle returns its current state, then advances the handle's script; the
@@ -221,7 +221,8 @@ class SnowflakeEmulator(HttpEmulator):
                     return req
         raise KeyError(f"the Snowflake emulator has no request with handles {wanted!r}")
 
-    run = request  # the conformance suite's name for "the external job"
+    # The conformance suite's name for "the external job": here the request, not one statement.
+    run = request  # type: ignore[assignment]
 
     def _targets(self, job_ids: Any) -> list[Any]:
         return [self.job(h) for h in as_list(job_ids)]
@@ -258,7 +259,12 @@ class SnowflakeEmulator(HttpEmulator):
         existing = self._by_request_id.get(request_id) if retry else None
         if existing is not None:
             self.ledger.record(
-                SYSTEM, SUBMIT_OPERATION, external_id=existing.handles, token=token, created=False, payload=payload
+                SYSTEM,
+                SUBMIT_OPERATION,
+                external_id=existing.handles,
+                token=token,
+                created=False,
+                payload=payload,
             )
             return self._accepted(existing)
 
@@ -271,7 +277,8 @@ class SnowflakeEmulator(HttpEmulator):
             raise _error(
                 422,
                 "000008",
-                f"Actual statement count {len(parts)} did not match the desired statement count {count or 1}.",
+                f"Actual statement count {len(parts)} did not match the desired statement count "
+                f"{count or 1}.",
                 sqlState="0A000",
             )
         multi = count != 1 and len(parts) > 1
@@ -319,7 +326,9 @@ class SnowflakeEmulator(HttpEmulator):
         return Response(202, body)
 
     def not_found(self, job_id: Any) -> EmulatorError:
-        return _error(404, "000709", f"Statement {job_id} not found", sqlState="02000", statementHandle=job_id)
+        return _error(
+            404, "000709", f"Statement {job_id} not found", sqlState="02000", statementHandle=job_id
+        )
 
     def _get(self, request: Request) -> Response:
         handle = request.path_params["handle"]
@@ -384,9 +393,13 @@ class SnowflakeEmulator(HttpEmulator):
                 },
             )
         code = int(_HTTP_STATE.match(state).group(1))  # type: ignore[union-attr]
-        return Response(code, {"code": "000000", "message": f"emulated HTTP {code}", "statementHandle": handle})
+        return Response(
+            code, {"code": "000000", "message": f"emulated HTTP {code}", "statementHandle": handle}
+        )
 
     def _cancel(self, request: Request) -> Response:
         handle = request.path_params["handle"]
         self.cancel(self.live(handle), CANCEL_OPERATION)
-        return Response(200, {"code": "000000", "message": "successfully canceled", "statementHandle": handle})
+        return Response(
+            200, {"code": "000000", "message": "successfully canceled", "statementHandle": handle}
+        )

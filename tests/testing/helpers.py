@@ -6,7 +6,7 @@ import re
 
 
 def api_status(error: BaseException) -> int | None:
-    """The HTTP status a Databricks hook error reports: an attribute from provider 7.17, the message before."""
+    """The HTTP status a Databricks hook error reports: an attribute from provider 7.17, else the message."""
     status = getattr(error, "http_status_code", None)
     if status is None and (found := re.search(r"Status Code: (\d+)", str(error))):
         status = int(found.group(1))

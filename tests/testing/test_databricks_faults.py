@@ -9,10 +9,10 @@ import pytest
 pytest.importorskip("airflow.providers.databricks")
 
 from airflow.providers.common.compat.sdk import AirflowException  # noqa: E402
-from tests.testing.helpers import api_status  # noqa: E402
 from airflow.providers.databricks.hooks.databricks import DatabricksHook  # noqa: E402
 
 from tests.testing.conftest import fast_retry_args  # noqa: E402
+from tests.testing.helpers import api_status  # noqa: E402
 
 SUBMIT = {"run_name": "etl", "notebook_task": {"notebook_path": "/x"}}
 

@@ -11,10 +11,10 @@ from airflow_durable.testing import DatabricksEmulator
 
 pytest.importorskip("airflow.providers.databricks")
 
+from airflow.exceptions import AirflowException  # noqa: E402
 from airflow.providers.databricks.hooks.databricks import DatabricksHook, RunState  # noqa: E402
 from airflow.providers.databricks.utils.databricks import extract_failed_task_errors  # noqa: E402
 
-from airflow.exceptions import AirflowException  # noqa: E402
 from tests.testing.helpers import api_status  # noqa: E402
 
 SUBMIT = {
