@@ -16,6 +16,7 @@ import ssl
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -401,20 +402,75 @@ def _compile(pattern: str) -> re.Pattern[str]:
     return re.compile(f"^{regex}/?$")
 
 
+def deprecated_alias(new: str, old: str) -> property:
+    """A read-only attribute ``old`` that warns and returns ``new`` (kept for one release)."""
+
+    def getter(self: Any) -> Any:
+        warnings.warn(
+            f"{type(self).__name__}.{old} is deprecated, use .{new}", DeprecationWarning, stacklevel=2
+        )
+        return getattr(self, new)
+
+    return property(getter, doc=f"Deprecated alias of ``{new}``.")
+
+
 class ScriptedEmulator:
     """What every emulator shares: a `LoopbackServer` and the state scripts of its jobs.
 
-    A subclass sets `DEFAULT_LIFECYCLE`, creates ``self._lock`` (an ``RLock``), ``self.server``
-    and ``self._queued_lifecycles = []`` before assigning `lifecycle`, and overrides
-    `_validate_script` when its states need more than `Lifecycle`'s checks.
+    A subclass sets `DEFAULT_LIFECYCLE` and `system`, calls `_init_jobs` and creates ``self.server``
+    in its ``__init__``, and overrides `_validate_script` when its states need more than
+    `Lifecycle`'s checks. Its jobs have ``created_at`` (epoch seconds).
     """
 
     #: The script a new job follows when the test set none.
     DEFAULT_LIFECYCLE: ClassVar[tuple[str, ...]] = ()
+    #: Ledger system name.
+    system: ClassVar[str] = ""
+    #: What error messages call it: "the <title> emulator" (``system`` if empty).
+    title: ClassVar[str] = ""
+    #: What the service calls one of its jobs ("run", "statement"), for error messages.
+    JOB_NOUN: ClassVar[str] = "job"
     server: Any
-    _lock: Any
     _lifecycle: list[str]
-    _queued_lifecycles: list[list[str]]
+
+    def _init_jobs(
+        self, ledger: Ledger | None, lifecycle: Sequence[str] | None, faults: FaultPlan | None
+    ) -> None:
+        """The state every emulator keeps: ledger, faults, lifecycles and ``jobs``, by id."""
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.faults = faults if faults is not None else FaultPlan()
+        # Status reads advance scripts and handler threads run concurrently.
+        self._lock = threading.RLock()
+        self._queued_lifecycles: list[list[str]] = []
+        self.lifecycle = lifecycle
+        self.jobs: dict[Any, Any] = {}
+
+    def key(self, job_id: Any) -> Any:
+        """The ``jobs`` key of an id as tests and requests spell it (default: the string)."""
+        return str(job_id)
+
+    def job(self, job_id: Any) -> Any:
+        """The job ``job_id``; ``KeyError`` naming the known ones otherwise."""
+        with self._lock:
+            try:
+                return self.jobs[self.key(job_id)]
+            except (KeyError, ValueError):
+                noun, known = self.JOB_NOUN, sorted(self.jobs, key=str)
+                raise KeyError(
+                    f"the {self.title or self.system} emulator has no {noun} {job_id!r}; {noun}s: {known}"
+                ) from None
+
+    #: The conformance suite's name for `job`.
+    run = job
+
+    def latest_job(self) -> Any:
+        """The job created last."""
+        with self._lock:
+            if not self.jobs:
+                raise KeyError(f"the {self.title or self.system} emulator has no {self.JOB_NOUN}s yet")
+            return max(self.jobs.values(), key=lambda j: j.created_at)
+
+    latest_run = deprecated_alias("latest_job", "latest_run")
 
     def _validate_script(self, states: Sequence[str]) -> list[str]:
         states = list(states)

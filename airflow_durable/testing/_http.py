@@ -19,9 +19,7 @@ This module imports nothing from Airflow.
 from __future__ import annotations
 
 import json
-import threading
 import time
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
@@ -36,6 +34,7 @@ from airflow_durable.testing._core import (
     LoopbackServer,
     Request,
     ScriptedEmulator,
+    deprecated_alias,
     set_environ,
 )
 
@@ -43,18 +42,6 @@ __all__ = ["HttpEmulator", "HttpJob", "deprecated_alias"]
 
 #: A route: HTTP method, path pattern (``{name}`` captures a segment) and the handler method's name.
 Route = tuple[str, str, str]
-
-
-def deprecated_alias(new: str, old: str) -> property:
-    """A read-only attribute ``old`` that warns and returns ``new`` (kept for one release)."""
-
-    def getter(self: Any) -> Any:
-        warnings.warn(
-            f"{type(self).__name__}.{old} is deprecated, use .{new}", DeprecationWarning, stacklevel=2
-        )
-        return getattr(self, new)
-
-    return property(getter, doc=f"Deprecated alias of ``{new}``.")
 
 
 @dataclass(kw_only=True, eq=False)
@@ -97,12 +84,6 @@ class HttpEmulator(ScriptedEmulator):
         token: the token the connection carries and the server requires (``DEFAULT_TOKEN`` if omitted).
     """
 
-    #: Ledger system name.
-    system: ClassVar[str] = ""
-    #: What error messages call it: "the <title> emulator".
-    title: ClassVar[str] = ""
-    #: What the service calls one of its jobs ("run", "statement"), for error messages.
-    JOB_NOUN: ClassVar[str] = "job"
     #: The connection id `install_connection` writes by default.
     default_conn_id: ClassVar[str] = ""
     ROUTES: ClassVar[Sequence[Route]] = ()
@@ -127,14 +108,8 @@ class HttpEmulator(ScriptedEmulator):
         faults: FaultPlan | None = None,
         token: str | None = None,
     ) -> None:
-        self.ledger = ledger if ledger is not None else Ledger()
-        self.faults = faults if faults is not None else FaultPlan()
+        self._init_jobs(ledger, lifecycle, faults)
         self.token = token if token is not None else self.DEFAULT_TOKEN
-        # Status reads advance scripts and handler threads run concurrently.
-        self._lock = threading.RLock()
-        self._queued_lifecycles: list[list[str]] = []
-        self.lifecycle = lifecycle
-        self.jobs: dict[Any, Any] = {}
         self._tokens: dict[str, Any] = {}
         self._last_created = 0.0
         self.ca = _tls.LoopbackCA(self.TLS_HOSTNAMES) if self.TLS_HOSTNAMES else None
@@ -163,10 +138,6 @@ class HttpEmulator(ScriptedEmulator):
 
     def is_terminal(self, state: str) -> bool:
         return state in self.TERMINAL_STATES
-
-    def key(self, job_id: Any) -> Any:
-        """The ``jobs`` key of an id as tests and requests spell it (default: the string)."""
-        return str(job_id)
 
     def authorized(self, request: Request) -> bool:
         if self.TOKEN_FORMAT is None:
@@ -245,30 +216,6 @@ class HttpEmulator(ScriptedEmulator):
     certificates = deprecated_alias("ca", "certificates")
 
     # ------------------------------------------------------------------ test controls
-    def job(self, job_id: Any) -> Any:
-        """The job ``job_id``; ``KeyError`` naming the known ones otherwise."""
-        with self._lock:
-            try:
-                return self.jobs[self.key(job_id)]
-            except (KeyError, ValueError):
-                known = sorted(self.jobs, key=str)
-                noun = self.JOB_NOUN
-                raise KeyError(
-                    f"the {self.title} emulator has no {noun} {job_id!r}; {noun}s: {known}"
-                ) from None
-
-    #: The conformance suite's name for `job`.
-    run = job
-
-    def latest_job(self) -> Any:
-        """The job created last."""
-        with self._lock:
-            if not self.jobs:
-                raise KeyError(f"the {self.title} emulator has no {self.JOB_NOUN}s yet")
-            return max(self.jobs.values(), key=lambda j: j.created_at)
-
-    latest_run = deprecated_alias("latest_job", "latest_run")
-
     def _targets(self, job_ids: Any) -> list[Any]:
         return [self.job(job_ids)]
 

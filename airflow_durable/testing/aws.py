@@ -292,17 +292,11 @@ class AwsEmulator(ScriptedEmulator):
         moto: MotoServer | None = None,
         region: str = DEFAULT_REGION,
     ) -> None:
-        self.ledger = ledger if ledger is not None else Ledger()
-        self.faults = faults if faults is not None else FaultPlan()
+        self._init_jobs(ledger, lifecycle, faults)
         self.region = region
         self.account_id = ACCOUNT_ID
         self._moto = moto
-        self.lifecycle = lifecycle
-        self._queued_lifecycles: list[list[str]] = []
-        self.jobs: dict[str, AwsJob] = {}
         self._tokens: dict[str, tuple[str, bytes, dict[str, str]]] = {}
-        # Status reads advance scripts and handler threads run concurrently.
-        self._lock = threading.RLock()
         self._routes_cache: dict[str, list[tuple[str, re.Pattern[str], str]]] = {}
         codes = {**_ERROR_CODES, **self.ERROR_CODES}
         self.server = _AwsFront(
@@ -388,24 +382,6 @@ class AwsEmulator(ScriptedEmulator):
     # ------------------------------------------------------------------ lifecycles
 
     # ------------------------------------------------------------------ test controls
-    def job(self, job_id: str) -> AwsJob:
-        with self._lock:
-            try:
-                return self.jobs[str(job_id)]
-            except KeyError:
-                raise KeyError(
-                    f"the {self.system} emulator has no job {job_id!r}; jobs: {sorted(self.jobs)}"
-                ) from None
-
-    #: The conformance suite's name for `job`.
-    run = job
-
-    def latest_job(self) -> AwsJob:
-        with self._lock:
-            if not self.jobs:
-                raise KeyError(f"the {self.system} emulator has no jobs yet")
-            return max(self.jobs.values(), key=lambda j: j.created_at)
-
     def script(self, job_id: str, states: Sequence[str]) -> None:
         """Replace a job's remaining state script."""
         job = self.job(job_id)

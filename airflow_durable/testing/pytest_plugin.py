@@ -88,21 +88,29 @@ def durable_ledger() -> Ledger:
     return Ledger()
 
 
+def _installed(emulator: Any, monkeypatch: pytest.MonkeyPatch, conn_id: str) -> Iterator[Any]:
+    """``emulator`` started, its connection installed through ``monkeypatch``; stopped at teardown."""
+    with emulator:
+        emulator.install_connection(monkeypatch.setenv, conn_id=conn_id)
+        if hasattr(emulator, "install_fast_botocore"):
+            emulator.install_fast_botocore(monkeypatch.setenv)
+        yield emulator
+        errors = list(emulator.server.errors)
+    # An exception inside the emulator is a bug in it, never a scripted fault: don't let it hide.
+    if errors:
+        name = emulator.title or emulator.system
+        raise AssertionError(f"the {name} emulator raised while serving the test: {errors!r}")
+
+
+# The emulator modules are imported in the fixtures, so that merely loading the plugin stays cheap.
 @pytest.fixture
 def databricks_emulator(
     durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[DatabricksEmulator]:
     """A running Databricks Jobs API emulator installed as the ``databricks_default`` connection."""
-    # Imported here so that merely loading the plugin stays cheap for every pytest run.
     from airflow_durable.testing.databricks import DatabricksEmulator
 
-    with DatabricksEmulator(ledger=durable_ledger) as emulator:
-        emulator.install_connection(monkeypatch.setenv, conn_id="databricks_default")
-        yield emulator
-        errors = list(emulator.server.errors)
-    # An exception inside the emulator is a bug in it, never a scripted fault: don't let it hide.
-    if errors:
-        raise AssertionError(f"the Databricks emulator raised while serving the test: {errors!r}")
+    yield from _installed(DatabricksEmulator(ledger=durable_ledger), monkeypatch, "databricks_default")
 
 
 @pytest.fixture
@@ -112,12 +120,7 @@ def snowflake_emulator(
     """A running Snowflake SQL API emulator installed as the ``snowflake_default`` connection."""
     from airflow_durable.testing.snowflake import SnowflakeEmulator
 
-    with SnowflakeEmulator(ledger=durable_ledger) as emulator:
-        emulator.install_connection(monkeypatch.setenv, conn_id="snowflake_default")
-        yield emulator
-        errors = list(emulator.server.errors)
-    if errors:
-        raise AssertionError(f"the Snowflake emulator raised while serving the test: {errors!r}")
+    yield from _installed(SnowflakeEmulator(ledger=durable_ledger), monkeypatch, "snowflake_default")
 
 
 @pytest.fixture
@@ -125,12 +128,7 @@ def dbt_cloud_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) 
     """A running dbt Cloud v2 API emulator installed as the ``dbt_cloud_default`` connection."""
     from airflow_durable.testing.dbt_cloud import DbtCloudEmulator
 
-    with DbtCloudEmulator(ledger=durable_ledger) as emulator:
-        emulator.install_connection(monkeypatch.setenv, conn_id="dbt_cloud_default")
-        yield emulator
-        errors = list(emulator.server.errors)
-    if errors:
-        raise AssertionError(f"the dbt Cloud emulator raised while serving the test: {errors!r}")
+    yield from _installed(DbtCloudEmulator(ledger=durable_ledger), monkeypatch, "dbt_cloud_default")
 
 
 @pytest.fixture
@@ -138,22 +136,11 @@ def bigquery_emulator(durable_ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -
     """A running BigQuery jobs API emulator installed as the ``google_cloud_default`` connection."""
     from airflow_durable.testing.bigquery import BigQueryEmulator
 
-    with BigQueryEmulator(ledger=durable_ledger) as emulator:
-        emulator.install_connection(monkeypatch.setenv, conn_id="google_cloud_default")
-        yield emulator
-        errors = list(emulator.server.errors)
-    if errors:
-        raise AssertionError(f"the BigQuery emulator raised while serving the test: {errors!r}")
+    yield from _installed(BigQueryEmulator(ledger=durable_ledger), monkeypatch, "google_cloud_default")
 
 
 def _aws_emulator(emulator: AwsEmulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    with emulator:
-        emulator.install_connection(monkeypatch.setenv, conn_id="aws_default")
-        emulator.install_fast_botocore(monkeypatch.setenv)
-        yield emulator
-        errors = list(emulator.server.errors)
-    if errors:
-        raise AssertionError(f"the {emulator.system} emulator raised while serving the test: {errors!r}")
+    yield from _installed(emulator, monkeypatch, "aws_default")
 
 
 @pytest.fixture

@@ -315,6 +315,63 @@ def test_demo_backends_measure_each_dag_apart() -> None:
             backend.stop()
 
 
+def _databricks_client(backend: Any) -> tuple[Any, Any]:
+    import requests
+
+    emulator = backend.emulator
+    url, headers = f"{emulator.url}/api/2.2/jobs/runs/", {"Authorization": f"Bearer {emulator.token}"}
+
+    def submit(kwargs: dict[str, Any]) -> Any:
+        return requests.post(url + "submit", json=kwargs["json"], headers=headers, timeout=10).json()[
+            "run_id"
+        ]
+
+    def read(run_id: Any) -> None:
+        requests.get(url + "get", params={"run_id": run_id}, headers=headers, timeout=10).raise_for_status()
+
+    return submit, read
+
+
+def _batch_client(backend: Any) -> tuple[Any, Any]:
+    client = backend.emulator.client()
+
+    def submit(kwargs: dict[str, Any]) -> Any:
+        names = {"job_name": "jobName", "job_queue": "jobQueue", "job_definition": "jobDefinition"}
+        return client.submit_job(**{names[k]: kwargs[k] for k in names})["jobId"]
+
+    return submit, lambda job_id: client.describe_jobs(jobs=[job_id])
+
+
+@pytest.mark.parametrize("name, client", [("databricks", _databricks_client), ("batch", _batch_client)])
+def test_the_backend_holds_measures_and_finishes_only_its_dags_jobs(name: str, client: Any) -> None:
+    """The one backend on an HTTP and an AWS emulator, driven over the wire as the operators do."""
+    import time
+
+    system = systems.get(name)
+    up, du = system.dag_ids
+    backend = system.start()
+    try:
+        submit, read = client(backend)
+        backend.hold_after_submit(up, 0.6)
+        ids = {dag_id: submit(system.operator_kwargs(dag_id)) for dag_id in (up, du)}
+        started = time.monotonic()
+        read(ids[du])  # the other DAG's status read is not held
+        assert time.monotonic() - started < 0.5 and not backend.held(up)
+        started = time.monotonic()
+        read(ids[up])
+        assert time.monotonic() - started >= 0.6 and backend.held(up) and not backend.held(du)
+        read(ids[up])  # held once only
+        assert backend.submissions(up) == backend.submissions(du) == 1
+        assert [j.id[:8] for j in backend.jobs(up)] == [str(ids[up])[:8]]
+        assert backend.status_reads(up) == 2 and backend.status_reads(du) == 1
+        backend.finish(up)
+        [done], [running] = backend.jobs(up), backend.jobs(du)
+        assert done.state == system.data["success"] and done.seconds is not None
+        assert running.state != system.data["success"] and running.ended_at is None
+    finally:
+        backend.stop()
+
+
 def test_demo_dags_import_cleanly(tmp_path: Path) -> None:
     """The DAG file the demo writes into its deployment parses, with both DAGs and one task each."""
     if _airflow_major() < 3:
