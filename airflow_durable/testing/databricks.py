@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_durable.testing._core import EmulatorError, FaultPlan, Ledger, Lifecycle, Request
+from airflow_durable.testing._core import EmulatorError, Lifecycle, Request
 from airflow_durable.testing._http import HttpEmulator, HttpJob, deprecated_alias
 
 __all__ = ["DEFAULT_LIFECYCLE", "DatabricksEmulator", "DatabricksJob", "DatabricksRun"]
@@ -156,15 +156,7 @@ class DatabricksEmulator(HttpEmulator):
         for version in ("2.2", "2.1", "2.0")
     )
 
-    def __init__(
-        self,
-        ledger: Ledger | None = None,
-        lifecycle: Sequence[str] | None = None,
-        *,
-        token: str | None = None,
-        faults: FaultPlan | None = None,
-    ) -> None:
-        super().__init__(ledger, lifecycle, faults=faults, token=token)
+    def _init_service(self) -> None:
         self.job_definitions: dict[int, DatabricksJob] = {}
         self._task_runs: dict[int, tuple[int, str]] = {}  # task run id -> (parent run id, task_key)
         # Distinct, recognisable id ranges make a confused id (job vs run vs task run) fail loudly.
