@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_durable.catalogue import OPERATORS
+
 __all__ = [
     "DURABLE_OPERATORS",
     "KEY_PREFIX",
@@ -21,34 +23,12 @@ __all__ = [
 
 KEY_PREFIX = "airflow_durable."
 
-#: task-state-store key → system name (RECORD_V2.md; fixed forever once released).
-KEY_SYSTEMS: dict[str, str] = {
-    "airflow_durable.databricks_submit_run": "databricks",
-    "airflow_durable.databricks_run_now": "databricks",
-    "airflow_durable.snowflake_sql_api": "snowflake",
-    "airflow_durable.bigquery_insert_job": "bigquery",
-    "airflow_durable.dbt_cloud_run_job": "dbt-cloud",
-    "airflow_durable.redshift_data": "redshift",
-    "airflow_durable.batch": "batch",
-    "airflow_durable.emr_add_steps": "emr-steps",
-    "airflow_durable.emr_serverless_start_job": "emr-serverless",
-    "airflow_durable.emr_container": "emr-eks",
-}
+#: task-state-store key → system name (RECORD_V2.md; fixed forever once released), from the catalogue.
+KEY_SYSTEMS: dict[str, str] = {o.key: o.system for o in OPERATORS}
 
 #: Class names of the shipped durable operators: the task-instance listing is filtered on them (the
 #: REST API filters ``operator`` by exact name); subclasses are added with ``--operator``.
-DURABLE_OPERATORS: tuple[str, ...] = (
-    "DurableDatabricksSubmitRunOperator",
-    "DurableDatabricksRunNowOperator",
-    "DurableSnowflakeSqlApiOperator",
-    "DurableBigQueryInsertJobOperator",
-    "DurableDbtCloudRunJobOperator",
-    "DurableRedshiftDataOperator",
-    "DurableBatchOperator",
-    "DurableEmrAddStepsOperator",
-    "DurableEmrServerlessStartJobOperator",
-    "DurableEmrContainerOperator",
-)
+DURABLE_OPERATORS: tuple[str, ...] = tuple(o.durable_class for o in OPERATORS)
 
 #: What a v1 record's locator is assumed to be: the provider operators' default connection ids.
 _V1_LOCATORS: dict[str, dict[str, Any]] = {
