@@ -1,4 +1,4 @@
-"""``airflow-durable jobs`` and ``orphans``: registered on the main Typer app by :func:`register`.
+"""``airflow-durable jobs`` and ``orphans``: registered on the main Typer app by `register`.
 
 Typer and rich are CLI-only dependencies: nothing a worker imports reaches this module.
 """

@@ -11,7 +11,7 @@ An *orphan* is a job that is still active on its system while nothing in Airflow
 * ``superseded``: an earlier generation's job named in the record's ``history`` is still running;
 * ``DAG run deleted`` / ``task instance deleted`` / ``record deleted``: the record is gone. Airflow deletes
   a DAG run's task-state-store rows with the run, so these are found only through the local cache of
-  what an earlier ``jobs``/``orphans`` run saw (see :class:`JobCache`).
+  what an earlier ``jobs``/``orphans`` run saw (see `JobCache`).
 
 A job whose task instance is ``running`` or ``deferred`` is never cancelled (:data:`PROTECTED_STATES`).
 """
@@ -53,7 +53,7 @@ PROTECTED_STATES = frozenset({"running", "deferred"})
 
 @dataclass
 class JobRow:
-    """One durable job as ``jobs`` shows it (JSON-serialisable through :meth:`to_json`)."""
+    """One durable job as ``jobs`` shows it (JSON-serialisable through `to_json`)."""
 
     dag_id: str
     run_id: str

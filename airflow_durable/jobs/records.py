@@ -102,7 +102,7 @@ def _int_or_none(value: Any, name: str) -> int | None:
 
 
 def parse_record(key: str, raw: Any) -> DurableRecord:
-    """Read one state-store value; :class:`RecordError` says why it is not a record."""
+    """Read one state-store value; `RecordError` says why it is not a record."""
     if not isinstance(raw, dict):
         raise RecordError(f"expected a JSON object, got {type(raw).__name__}")
     schema = raw.get("schema")
@@ -118,11 +118,13 @@ def parse_record(key: str, raw: Any) -> DurableRecord:
     system = raw.get("system") or KEY_SYSTEMS.get(key)
     if not isinstance(system, str) or not system:
         raise RecordError(f"no system for key {key!r}")
-    locator = raw.get("locator")
-    assumed = not isinstance(locator, dict)
-    if assumed:
-        locator = dict(_V1_LOCATORS.get(system, {}))
-    history = raw.get("history") if isinstance(raw.get("history"), list) else []
+    stored_locator = raw.get("locator")
+    assumed = not isinstance(stored_locator, dict)
+    locator: dict[str, Any] = (
+        dict(stored_locator) if isinstance(stored_locator, dict) else dict(_V1_LOCATORS.get(system, {}))
+    )
+    stored_history = raw.get("history")
+    history: list[Any] = stored_history if isinstance(stored_history, list) else []
     return DurableRecord(
         key=key,
         schema=schema,
@@ -135,7 +137,7 @@ def parse_record(key: str, raw: Any) -> DurableRecord:
         owner_try=_int_or_none(raw.get("owner_try"), "owner_try"),
         max_tries=_int_or_none(raw.get("max_tries"), "max_tries"),
         operator=raw.get("operator") if isinstance(raw.get("operator"), str) else None,
-        locator=dict(locator),
+        locator=locator,
         locator_assumed=assumed,
         intent_at=raw.get("intent_at"),
         submitted_at=raw.get("submitted_at"),

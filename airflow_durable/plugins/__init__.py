@@ -1,7 +1,7 @@
 """Airflow UI plugin: the "Durable jobs" page (registered by ``get_provider_info``'s ``plugins`` key).
 
 Airflow imports this module in every component that loads plugins, so it stays light: the FastAPI app is
-built from :mod:`airflow_durable.plugins.app`, which imports Airflow's API internals only per request.
+built from `airflow_durable.plugins.app`, which imports Airflow's API internals only per request.
 """
 
 from __future__ import annotations
