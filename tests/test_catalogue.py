@@ -132,7 +132,7 @@ def test_provider_info_validates_against_airflows_schema_and_a_bad_one_does_not(
     info = get_provider_info()
     jsonschema.validate(info, schema)
     # The schema is strict enough to catch a malformed entry: the check can fail.
-    broken = {**info, "operators": [{"integration-name": "x", "python-modules": "not-a-list"}]}
+    broken = {**info, "name": ["not", "a", "string"]}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, schema)
 

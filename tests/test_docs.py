@@ -55,7 +55,8 @@ def test_docs_build_strict(tmp_path):
     assert "fonts.googleapis.com" not in (site / "index.html").read_text()
     # Docstrings render as Markdown: a Sphinx role or a cross-reference that did not resolve shows up
     # as literal text in the page.
-    assert raw_markup(site) == []
+    found = raw_markup(site)
+    assert found == [], f"{len(found)} raw Sphinx role(s) / unresolved autoref(s):\n" + "\n".join(found)
 
 
 # A Sphinx role as mkdocstrings renders it: the role's name as text, right before (or around) the

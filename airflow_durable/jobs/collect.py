@@ -13,7 +13,7 @@ An *orphan* is a job that is still active on its system while nothing in Airflow
   a DAG run's task-state-store rows with the run, so these are found only through the local cache of
   what an earlier ``jobs``/``orphans`` run saw (see `JobCache`).
 
-A job whose task instance is ``running`` or ``deferred`` is never cancelled (:data:`PROTECTED_STATES`).
+A job whose task instance is ``running`` or ``deferred`` is never cancelled (`PROTECTED_STATES`).
 """
 
 from __future__ import annotations
