@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "DOC_BLOCKS",
     "OPERATORS",
     "SYSTEMS",
     "SYSTEM_NAMES",
@@ -23,8 +24,12 @@ __all__ = [
     "docs_url",
     "integration",
     "kind_title",
+    "main",
     "operator",
     "operators_of",
+    "render_block",
+    "sync_docs",
+    "sync_text",
 ]
 
 
