@@ -8,6 +8,8 @@
 #   make lock          recompile requirements/*.txt from requirements/*.in (keeps pins unless
 #                      an .in changed); make lock-upgrade moves every pin to the newest release
 #   make docs          build the docs site strictly (any warning fails) into $(DOCS_SITE)
+#   make lint          mypy airflow_durable, ruff check ., ruff format --check . (main env; tools locked)
+#   make catalogue-docs  rewrite the README/docs tables generated from airflow_durable/catalogue.py
 #   make runtime-tier  the reliability matrix on PostgreSQL + CeleryExecutor + 2 triggerers, for one
 #                      group of systems (RUNTIME_GROUP: unset = picked by the commit hash, all, i/n,
 #                      or a comma list); needs the Debian packages postgresql and redis-server
@@ -61,7 +63,7 @@ COMPILE := $(UV) pip compile --quiet --python-version 3.11 \
 
 venv_of = $(if $(filter $(MAIN),$(1)),.venv,.venv-$(1))
 
-.PHONY: demo docs runtime-tier reliability test test-matrix envs lock lock-upgrade clean uv $(addprefix test-,$(MAIN) $(MATRIX)) \
+.PHONY: demo docs lint catalogue-docs runtime-tier reliability test test-matrix envs lock lock-upgrade clean uv $(addprefix test-,$(MAIN) $(MATRIX)) \
 	$(addprefix env-,$(MAIN) $(MATRIX))
 
 # --- uv bootstrap ---------------------------------------------------------------------------
@@ -141,6 +143,21 @@ DOCS_SITE ?= site
 docs: $(call venv_of,$(MAIN))/.synced
 	@echo ">> mkdocs build --strict -d $(DOCS_SITE)"
 	NO_MKDOCS_2_WARNING=1 $(call venv_of,$(MAIN))/bin/mkdocs build --strict -d "$(DOCS_SITE)"
+
+# --- lint -------------------------------------------------------------------------------------
+# ruff and mypy are in the main env's lock (requirements/lint.in); their settings, and the lint
+# fixtures they skip (deliberately bad DAGs), are in pyproject.toml. Runs all three, fails if any did.
+lint: $(call venv_of,$(MAIN))/.synced
+	@rc=0; \
+	echo ">> mypy airflow_durable"; $(call venv_of,$(MAIN))/bin/mypy airflow_durable || rc=1; \
+	echo ">> ruff check ."; $(call venv_of,$(MAIN))/bin/ruff check . || rc=1; \
+	echo ">> ruff format --check ."; $(call venv_of,$(MAIN))/bin/ruff format --check . || rc=1; \
+	exit $$rc
+
+# The tables between <!-- catalogue:... --> markers in README.md and docs/ (tests/test_catalogue.py
+# fails when they are stale).
+catalogue-docs: $(call venv_of,$(MAIN))/.synced
+	$(call venv_of,$(MAIN))/bin/python -m airflow_durable.catalogue --write-docs
 
 # --- lock files -----------------------------------------------------------------------------
 # $(1) = matrix name with an ERA_ date: writes requirements/constraints-$(1).txt

@@ -11,9 +11,11 @@ the lint read it on machines where no provider package is installed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "DOC_BLOCKS",
     "OPERATORS",
     "SYSTEMS",
     "SYSTEM_NAMES",
@@ -21,8 +23,13 @@ __all__ = [
     "System",
     "docs_url",
     "integration",
+    "kind_title",
+    "main",
     "operator",
     "operators_of",
+    "render_block",
+    "sync_docs",
+    "sync_text",
 ]
 
 
@@ -69,6 +76,8 @@ class Operator:
     no_wait_kwarg: str | None = None
     #: False when the provider operator does not wait unless told to (``EmrAddStepsOperator``).
     waits_by_default: bool = True
+    #: The system's API call that starts the job (the system pages' "submits with" column).
+    submit_call: str = ""
 
     @property
     def provider_qualname(self) -> str:
@@ -144,6 +153,7 @@ OPERATORS: tuple[Operator, ...] = (
         "airflow_durable.databricks_submit_run",
         "closed: native `idempotency_token`",
         "wait_for_termination",
+        submit_call="`runs/submit`",
     ),
     Operator(
         "databricks",
@@ -157,6 +167,7 @@ OPERATORS: tuple[Operator, ...] = (
         "airflow_durable.databricks_run_now",
         "closed: native `idempotency_token`",
         "wait_for_termination",
+        submit_call="`run-now`",
     ),
     Operator(
         "snowflake",
@@ -169,6 +180,7 @@ OPERATORS: tuple[Operator, ...] = (
         "SnowflakeSqlApiTrigger",
         "airflow_durable.snowflake_sql_api",
         "closed: native `requestId` + `retry=true`",
+        submit_call="`POST /api/v2/statements`",
     ),
     Operator(
         "bigquery",
@@ -182,6 +194,7 @@ OPERATORS: tuple[Operator, ...] = (
         "airflow_durable.bigquery_insert_job",
         "closed: caller-chosen job id from the token, 409 adopts the job "
         "(`force_rerun=False`: only for the states in `reattach_states`)",
+        submit_call="`jobs.insert`",
     ),
     Operator(
         "redshift",
@@ -195,6 +208,7 @@ OPERATORS: tuple[Operator, ...] = (
         "airflow_durable.redshift_data",
         "closed: native `ClientToken`",
         "wait_for_completion",
+        submit_call="`ExecuteStatement` / `BatchExecuteStatement`",
     ),
     Operator(
         "emr",
@@ -210,6 +224,7 @@ OPERATORS: tuple[Operator, ...] = (
         "earliest set, the other is cancelled",
         "wait_for_completion",
         waits_by_default=False,
+        submit_call="`AddJobFlowSteps`",
     ),
     Operator(
         "emr",
@@ -223,6 +238,7 @@ OPERATORS: tuple[Operator, ...] = (
         "airflow_durable.emr_serverless_start_job",
         "closed: native `clientToken`",
         "wait_for_completion",
+        submit_call="`StartJobRun`",
     ),
     Operator(
         "emr",
@@ -236,6 +252,7 @@ OPERATORS: tuple[Operator, ...] = (
         "airflow_durable.emr_container",
         "closed: native `clientToken`, `ListJobRuns(name=…)` lookup",
         "wait_for_completion",
+        submit_call="`StartJobRun`",
     ),
     Operator(
         "batch",
@@ -250,6 +267,7 @@ OPERATORS: tuple[Operator, ...] = (
         "closed: token in job tag, looked up (`ListJobs` by name + tags) before resubmitting; two tries "
         "submitting at once converge on the earliest job, the other is terminated",
         "wait_for_completion",
+        submit_call="`SubmitJob`",
     ),
     Operator(
         "dbt-cloud",
@@ -264,6 +282,7 @@ OPERATORS: tuple[Operator, ...] = (
         "closed by lookup: token in the run's `cause`, found before resubmitting (open for a "
         "`retry_from_failure` `/rerun/`, which takes no cause)",
         "wait_for_termination",
+        submit_call="`POST …/jobs/{job_id}/run/`",
     ),
 )
 
@@ -300,3 +319,140 @@ def operators_of(system_name: str) -> tuple[Operator, ...]:
     if not found:
         raise KeyError(f"unknown system {system_name!r}; known: {', '.join(SYSTEM_NAMES)}")
     return found
+
+
+def kind_title(system_name: str) -> str:
+    """What a user calls a job kind: the integration's title, plus the operator's when it has several kinds.
+
+    ``databricks`` → "Databricks" (two operators, one kind); ``emr-eks`` → "Amazon EMR on EKS".
+    """
+    first = operators_of(system_name)[0]
+    kinds = {o.system for o in OPERATORS if o.integration == first.integration}
+    title = integration(first.integration).title
+    return title if len(kinds) == 1 else f"{title} {first.title}"
+
+
+# --------------------------------------------------------------------------- generated docs text
+# Tables in the README and the docs pages are written between marker comments by
+# ``python -m airflow_durable.catalogue --write-docs`` (``make catalogue-docs``); ``--check-docs`` and
+# tests/test_catalogue.py fail when the committed text differs from what the catalogue generates.
+
+#: Files (relative to the repository root) and the generated blocks each must carry.
+DOC_BLOCKS: dict[str, tuple[str, ...]] = {
+    "README.md": ("capabilities",),
+    "docs/index.md": ("capabilities",),
+    "docs/compatibility.md": ("system-pages",),
+    **{f"docs/{s.doc}": (f"system:{s.name}",) for s in SYSTEMS},
+}
+
+_BEGIN = "<!-- catalogue:{name} (generated by `python -m airflow_durable.catalogue --write-docs`) -->"
+_END = "<!-- /catalogue:{name} -->"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_block(name: str) -> str:
+    """The Markdown text of one generated block (between its markers, without them)."""
+    if name == "capabilities":
+        header = (
+            "system",
+            "operator",
+            "sync path",
+            "deferrable path",
+            "submit→persist window",
+            "key in `task_state_store`",
+        )
+        rows = [
+            (
+                kind_title(o.system),
+                f"`{o.durable_class}`",
+                "durable",
+                f"durable (provider `{o.trigger}`)",
+                o.window,
+                f"`{o.key}`",
+            )
+            for o in OPERATORS
+        ]
+        return _table(header, rows)
+    if name == "system-pages":
+        links = ", ".join(f"[{s.title}]({s.doc})" for s in SYSTEMS)
+        intro = "Each system page says how its submit→persist window is closed, what it stores and its limits"
+        return f"{intro}: {links}."
+    if name.startswith("system:"):
+        sys_ = integration(name.removeprefix("system:"))
+        page_header = (
+            "durable operator",
+            "drop-in for",
+            "submits with",
+            "submit→persist window",
+            "key in `task_state_store`",
+        )
+        page_rows = [
+            (f"`{o.durable_class}`", f"`{o.provider_class}`", o.submit_call, o.window, f"`{o.key}`")
+            for o in OPERATORS
+            if o.integration == sys_.name
+        ]
+        return _table(page_header, page_rows)
+    raise KeyError(f"no generated block called {name!r}")
+
+
+def sync_text(text: str, names: tuple[str, ...], path: str = "<text>") -> str:
+    """``text`` with each named block between its markers replaced by what the catalogue generates.
+
+    ``ValueError`` when a block's markers are missing: where a table goes is the page's decision.
+    """
+    for name in names:
+        begin, end = _BEGIN.format(name=name), _END.format(name=name)
+        start = text.find(begin)
+        stop = text.find(end, start + 1)
+        if start < 0 or stop < 0:
+            raise ValueError(f"{path}: no generated block {name!r}; add the lines\n{begin}\n{end}")
+        text = text[: start + len(begin)] + "\n" + render_block(name) + "\n" + text[stop:]
+    return text
+
+
+def sync_docs(root: str, write: bool) -> list[str]:
+    """Regenerate every block of `DOC_BLOCKS` under ``root``; return the files that changed (or would)."""
+    from pathlib import Path
+
+    stale = []
+    for rel, names in DOC_BLOCKS.items():
+        path = Path(root) / rel
+        old = path.read_text(encoding="utf-8")
+        new = sync_text(old, names, rel)
+        if new != old:
+            stale.append(rel)
+            if write:
+                path.write_text(new, encoding="utf-8")
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m airflow_durable.catalogue --write-docs | --check-docs [--root DIR]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m airflow_durable.catalogue", description=main.__doc__)
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write-docs", action="store_true", help="rewrite the generated tables")
+    mode.add_argument("--check-docs", action="store_true", help="exit 1 when a generated table is stale")
+    parser.add_argument("--root", default=".", help="the repository root (default: the current directory)")
+    args = parser.parse_args(argv)
+    try:
+        stale = sync_docs(args.root, write=args.write_docs)
+    except (OSError, ValueError) as err:
+        print(f"error: {err}")
+        return 2
+    for rel in stale:
+        print(f"{'rewrote' if args.write_docs else 'stale'}: {rel}")
+    if stale and args.check_docs:
+        print("run `python -m airflow_durable.catalogue --write-docs` and commit the result")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

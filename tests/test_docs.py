@@ -5,6 +5,8 @@ mkdocs and its plugins are installed in the main env only (``docs`` extra); the 
 
 from __future__ import annotations
 
+import html
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +53,48 @@ def test_docs_build_strict(tmp_path):
             assert f"airflow_durable.operators.{module.stem}" in operators, module.name
     # Offline: no web-font fetch.
     assert "fonts.googleapis.com" not in (site / "index.html").read_text()
+    # Docstrings render as Markdown: a Sphinx role or a cross-reference that did not resolve shows up
+    # as literal text in the page.
+    found = raw_markup(site)
+    assert found == [], f"{len(found)} raw Sphinx role(s) / unresolved autoref(s):\n" + "\n".join(found)
+
+
+# A Sphinx role as mkdocstrings renders it: the role's name as text, right before (or around) the
+# backticked target, e.g. ``:class:<code>DurableJobEngine</code>`` or ``:meth:`run```.
+_SPHINX_ROLE = re.compile(r":(?:py:)?(class|meth|mod|func|attr|obj|exc|data|const):(?:<code>|`)")
+# An autoref mkdocs-autorefs left unresolved: the Markdown reference syntax, or its placeholder element.
+_UNRESOLVED_AUTOREF = re.compile(r"\]\[[A-Za-z_][\w.]*\]|<autoref\b")
+
+
+def raw_markup(site: Path) -> list[str]:
+    """``page: snippet`` for every raw Sphinx role or unresolved autoref in the built HTML."""
+    found = []
+    for page in sorted(site.rglob("*.html")):
+        # Code blocks quote source files as they are (a docstring with a role in an example is fine),
+        # and inline code may hold ``x[a][b]``: neither is rendered prose.
+        text = re.sub(r"<pre\b.*?</pre>", "", page.read_text(encoding="utf-8"), flags=re.S)
+        prose = re.sub(r"(<code\b[^>]*>).*?</code>", r"\1</code>", text, flags=re.S)
+        for pattern, where in ((_SPHINX_ROLE, text), (_UNRESOLVED_AUTOREF, prose)):
+            for match in pattern.finditer(where):
+                snippet = html.unescape(re.sub(r"<[^>]+>", "", where[match.start() : match.end() + 60]))
+                found.append(f"{page.relative_to(site)}: {snippet.splitlines()[0] if snippet else ''}")
+    return found
+
+
+def test_raw_markup_check_finds_a_sphinx_role_and_an_unresolved_autoref(tmp_path):
+    """The check above can fail: the two shapes, as mkdocs renders them, are reported."""
+    site = tmp_path / "site"
+    (site / "reference").mkdir(parents=True)
+    (site / "reference" / "index.html").write_text(
+        "<p>Returns a :class:<code>DurableJobEngine</code>.</p>"
+        "<p>See [<code>engine</code>][airflow_durable.engine.DurableJobEngine].</p>"
+        "<p>Plain <code>code</code> and [a link](x) are fine; so is <code>state[key][ASSET]</code>.</p>"
+        '<pre><code>"""Uses :class:`~airflow_durable.testing.DatabricksEmulator`."""</code></pre>'
+    )
+    found = raw_markup(site)
+    assert len(found) == 2, found
+    assert found[0].startswith("reference/index.html: :class:DurableJobEngine")
+    assert "[airflow_durable.engine.DurableJobEngine]" in found[1]
 
 
 def _copy_site_sources(tmp_path: Path) -> Path:

@@ -1,4 +1,4 @@
-"""``airflow-durable jobs`` and ``orphans``: registered on the main Typer app by :func:`register`.
+"""``airflow-durable jobs`` and ``orphans``: registered on the main Typer app by `register`.
 
 Typer and rich are CLI-only dependencies: nothing a worker imports reaches this module.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -344,7 +344,7 @@ def _audit(job_cache: JobCache | None, outcomes: Sequence[CancelOutcome]) -> Non
 
     directory = (job_cache or JobCache.for_url("none")).path.parent
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     with open(directory / "cancellations.jsonl", "a") as f:
         for o in outcomes:
             entry = {

@@ -11,9 +11,9 @@ An *orphan* is a job that is still active on its system while nothing in Airflow
 * ``superseded``: an earlier generation's job named in the record's ``history`` is still running;
 * ``DAG run deleted`` / ``task instance deleted`` / ``record deleted``: the record is gone. Airflow deletes
   a DAG run's task-state-store rows with the run, so these are found only through the local cache of
-  what an earlier ``jobs``/``orphans`` run saw (see :class:`JobCache`).
+  what an earlier ``jobs``/``orphans`` run saw (see `JobCache`).
 
-A job whose task instance is ``running`` or ``deferred`` is never cancelled (:data:`PROTECTED_STATES`).
+A job whose task instance is ``running`` or ``deferred`` is never cancelled (`PROTECTED_STATES`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -53,7 +53,7 @@ PROTECTED_STATES = frozenset({"running", "deferred"})
 
 @dataclass
 class JobRow:
-    """One durable job as ``jobs`` shows it (JSON-serialisable through :meth:`to_json`)."""
+    """One durable job as ``jobs`` shows it (JSON-serialisable through `to_json`)."""
 
     dag_id: str
     run_id: str
@@ -99,7 +99,7 @@ class JobRow:
         start = _parse_time(self.started_at)
         if start is None:
             return None
-        return max(0.0, ((now or datetime.now(timezone.utc)) - start).total_seconds())
+        return max(0.0, ((now or datetime.now(UTC)) - start).total_seconds())
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -122,7 +122,7 @@ def _parse_time(value: Any) -> datetime | None:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def ti_url(base_url: str, dag_id: str, run_id: str, task_id: str, map_index: int) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_durable.catalogue import OPERATORS
+
 __all__ = [
     "DURABLE_OPERATORS",
     "KEY_PREFIX",
@@ -21,34 +23,12 @@ __all__ = [
 
 KEY_PREFIX = "airflow_durable."
 
-#: task-state-store key → system name (RECORD_V2.md; fixed forever once released).
-KEY_SYSTEMS: dict[str, str] = {
-    "airflow_durable.databricks_submit_run": "databricks",
-    "airflow_durable.databricks_run_now": "databricks",
-    "airflow_durable.snowflake_sql_api": "snowflake",
-    "airflow_durable.bigquery_insert_job": "bigquery",
-    "airflow_durable.dbt_cloud_run_job": "dbt-cloud",
-    "airflow_durable.redshift_data": "redshift",
-    "airflow_durable.batch": "batch",
-    "airflow_durable.emr_add_steps": "emr-steps",
-    "airflow_durable.emr_serverless_start_job": "emr-serverless",
-    "airflow_durable.emr_container": "emr-eks",
-}
+#: task-state-store key → system name (RECORD_V2.md; fixed forever once released), from the catalogue.
+KEY_SYSTEMS: dict[str, str] = {o.key: o.system for o in OPERATORS}
 
 #: Class names of the shipped durable operators: the task-instance listing is filtered on them (the
 #: REST API filters ``operator`` by exact name); subclasses are added with ``--operator``.
-DURABLE_OPERATORS: tuple[str, ...] = (
-    "DurableDatabricksSubmitRunOperator",
-    "DurableDatabricksRunNowOperator",
-    "DurableSnowflakeSqlApiOperator",
-    "DurableBigQueryInsertJobOperator",
-    "DurableDbtCloudRunJobOperator",
-    "DurableRedshiftDataOperator",
-    "DurableBatchOperator",
-    "DurableEmrAddStepsOperator",
-    "DurableEmrServerlessStartJobOperator",
-    "DurableEmrContainerOperator",
-)
+DURABLE_OPERATORS: tuple[str, ...] = tuple(o.durable_class for o in OPERATORS)
 
 #: What a v1 record's locator is assumed to be: the provider operators' default connection ids.
 _V1_LOCATORS: dict[str, dict[str, Any]] = {
@@ -122,7 +102,7 @@ def _int_or_none(value: Any, name: str) -> int | None:
 
 
 def parse_record(key: str, raw: Any) -> DurableRecord:
-    """Read one state-store value; :class:`RecordError` says why it is not a record."""
+    """Read one state-store value; `RecordError` says why it is not a record."""
     if not isinstance(raw, dict):
         raise RecordError(f"expected a JSON object, got {type(raw).__name__}")
     schema = raw.get("schema")
@@ -138,11 +118,13 @@ def parse_record(key: str, raw: Any) -> DurableRecord:
     system = raw.get("system") or KEY_SYSTEMS.get(key)
     if not isinstance(system, str) or not system:
         raise RecordError(f"no system for key {key!r}")
-    locator = raw.get("locator")
-    assumed = not isinstance(locator, dict)
-    if assumed:
-        locator = dict(_V1_LOCATORS.get(system, {}))
-    history = raw.get("history") if isinstance(raw.get("history"), list) else []
+    stored_locator = raw.get("locator")
+    assumed = not isinstance(stored_locator, dict)
+    locator: dict[str, Any] = (
+        dict(stored_locator) if isinstance(stored_locator, dict) else dict(_V1_LOCATORS.get(system, {}))
+    )
+    stored_history = raw.get("history")
+    history: list[Any] = stored_history if isinstance(stored_history, list) else []
     return DurableRecord(
         key=key,
         schema=schema,
@@ -155,7 +137,7 @@ def parse_record(key: str, raw: Any) -> DurableRecord:
         owner_try=_int_or_none(raw.get("owner_try"), "owner_try"),
         max_tries=_int_or_none(raw.get("max_tries"), "max_tries"),
         operator=raw.get("operator") if isinstance(raw.get("operator"), str) else None,
-        locator=dict(locator),
+        locator=locator,
         locator_assumed=assumed,
         intent_at=raw.get("intent_at"),
         submitted_at=raw.get("submitted_at"),

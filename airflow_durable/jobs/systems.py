@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_durable import catalogue
+
 __all__ = ["SYSTEMS", "LiveStatus", "UnsupportedSystem", "cancel", "console_url", "live_status"]
 
 ACTIVE, SUCCEEDED, FAILED, NOT_FOUND, UNKNOWN = "active", "succeeded", "failed", "not_found", "unknown"
@@ -94,7 +96,7 @@ def _databricks_cancel(locator: dict[str, Any], ext: Any) -> None:
 
 # --------------------------------------------------------------------------- Snowflake SQL API
 def _snowflake_hook(locator: dict[str, Any]) -> Any:
-    from airflow.providers.snowflake.hooks.snowflake_sql_api import SnowflakeSqlApiHook
+    from airflow.providers.snowflake.hooks.sql_api import SnowflakeSqlApiHook
 
     return SnowflakeSqlApiHook(snowflake_conn_id=locator.get("snowflake_conn_id", "snowflake_default"))
 
@@ -303,19 +305,26 @@ class System:
     cancel: Callable[[dict[str, Any], Any], None]
 
 
+_HANDLERS: dict[
+    str, tuple[Callable[[dict[str, Any], Any], LiveStatus], Callable[[dict[str, Any], Any], None]]
+]
+_HANDLERS = {
+    "databricks": (_databricks_status, _databricks_cancel),
+    "snowflake": (_snowflake_status, _snowflake_cancel),
+    "bigquery": (_bigquery_status, _bigquery_cancel),
+    "dbt-cloud": (_dbt_status, _dbt_cancel),
+    "redshift": (_redshift_status, _redshift_cancel),
+    "batch": (_batch_status, _batch_cancel),
+    "emr-steps": (_emr_steps_status, _emr_steps_cancel),
+    "emr-serverless": (_serverless_status, _serverless_cancel),
+    "emr-eks": (_container_status, _container_cancel),
+}
+if set(_HANDLERS) != set(catalogue.SYSTEM_NAMES):  # a new job kind in the catalogue needs its handlers here
+    raise RuntimeError(f"jobs handlers {sorted(_HANDLERS)} != catalogue job kinds {catalogue.SYSTEM_NAMES}")
+
+#: Every job kind of the catalogue, in its order, with its status and cancel calls.
 SYSTEMS: dict[str, System] = {
-    s.name: s
-    for s in (
-        System("databricks", "Databricks", _databricks_status, _databricks_cancel),
-        System("snowflake", "Snowflake", _snowflake_status, _snowflake_cancel),
-        System("bigquery", "BigQuery", _bigquery_status, _bigquery_cancel),
-        System("dbt-cloud", "dbt Cloud", _dbt_status, _dbt_cancel),
-        System("redshift", "Redshift Data", _redshift_status, _redshift_cancel),
-        System("batch", "AWS Batch", _batch_status, _batch_cancel),
-        System("emr-steps", "EMR steps", _emr_steps_status, _emr_steps_cancel),
-        System("emr-serverless", "EMR Serverless", _serverless_status, _serverless_cancel),
-        System("emr-eks", "EMR on EKS", _container_status, _container_cancel),
-    )
+    name: System(name, catalogue.kind_title(name), *_HANDLERS[name]) for name in catalogue.SYSTEM_NAMES
 }
 
 

@@ -1,11 +1,13 @@
-"""The durable drop-in catalogue (DESIGN.md §1): the one table that ``check`` and ``migrate`` both read.
+"""The drop-in table that ``check`` and ``migrate`` both read, derived from `airflow_durable.catalogue`.
 
-Class names are public API; a rename here is a breaking change for every migrated DAG.
+Class names are public API; a rename in the catalogue is a breaking change for every migrated DAG.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from airflow_durable.catalogue import OPERATORS
 
 
 @dataclass(frozen=True)
@@ -31,80 +33,20 @@ class DropIn:
         return f"{self.durable_module}.{self.durable_class}"
 
 
-_DBX = "airflow.providers.databricks.operators.databricks"
-_EMR = "airflow.providers.amazon.aws.operators.emr"
-
-DROP_INS: tuple[DropIn, ...] = (
+# Derived from the one catalogue (airflow_durable.catalogue), in its order.
+DROP_INS: tuple[DropIn, ...] = tuple(
     DropIn(
-        _DBX,
-        "DatabricksSubmitRunOperator",
-        "airflow_durable.operators.databricks",
-        "DurableDatabricksSubmitRunOperator",
-        "wait_for_termination",
-    ),
-    DropIn(
-        _DBX,
-        "DatabricksRunNowOperator",
-        "airflow_durable.operators.databricks",
-        "DurableDatabricksRunNowOperator",
-        "wait_for_termination",
-    ),
-    DropIn(
-        "airflow.providers.snowflake.operators.snowflake",
-        "SnowflakeSqlApiOperator",
-        "airflow_durable.operators.snowflake",
-        "DurableSnowflakeSqlApiOperator",
-    ),
-    DropIn(
-        "airflow.providers.google.cloud.operators.bigquery",
-        "BigQueryInsertJobOperator",
-        "airflow_durable.operators.bigquery",
-        "DurableBigQueryInsertJobOperator",
-    ),
-    DropIn(
-        "airflow.providers.amazon.aws.operators.redshift_data",
-        "RedshiftDataOperator",
-        "airflow_durable.operators.redshift",
-        "DurableRedshiftDataOperator",
-        "wait_for_completion",
-    ),
-    DropIn(
-        _EMR,
-        "EmrAddStepsOperator",
-        "airflow_durable.operators.emr",
-        "DurableEmrAddStepsOperator",
-        "wait_for_completion",
-        waits_by_default=False,
-    ),
-    DropIn(
-        _EMR,
-        "EmrServerlessStartJobOperator",
-        "airflow_durable.operators.emr",
-        "DurableEmrServerlessStartJobOperator",
-        "wait_for_completion",
-    ),
-    DropIn(
-        _EMR,
-        "EmrContainerOperator",
-        "airflow_durable.operators.emr",
-        "DurableEmrContainerOperator",
-        "wait_for_completion",
-    ),
-    DropIn(
-        "airflow.providers.amazon.aws.operators.batch",
-        "BatchOperator",
-        "airflow_durable.operators.batch",
-        "DurableBatchOperator",
-        "wait_for_completion",
-    ),
-    DropIn(
-        "airflow.providers.dbt.cloud.operators.dbt",
-        "DbtCloudRunJobOperator",
-        "airflow_durable.operators.dbt_cloud",
-        "DurableDbtCloudRunJobOperator",
-        "wait_for_termination",
-    ),
+        o.provider_module,
+        o.provider_class,
+        o.durable_module,
+        o.durable_class,
+        o.no_wait_kwarg,
+        waits_by_default=o.waits_by_default,
+    )
+    for o in OPERATORS
 )
+_DBX = next(d.provider_module for d in DROP_INS if d.provider_class == "DatabricksSubmitRunOperator")
+_EMR = next(d.provider_module for d in DROP_INS if d.provider_class == "EmrAddStepsOperator")
 
 BY_PROVIDER_QUALNAME: dict[str, DropIn] = {d.provider_qualname: d for d in DROP_INS}
 BY_PROVIDER_MODULE: dict[str, list[DropIn]] = {}

@@ -16,7 +16,7 @@ from airflow_durable.lint.findings import RULES, Severity
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
-class OutputFormat(str, enum.Enum):
+class OutputFormat(enum.StrEnum):
     """``--format``: a choice, so a typo is a usage error listing the formats."""
 
     text = "text"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -72,9 +73,10 @@ class FileContext:
         # One batched resolution instead of three passes over the tree; positions (a code-generation
         # pass) only when a finding or a message needs one.
         resolved = self.wrapper.resolve_many([QualifiedNameProvider, ParentNodeProvider, ScopeProvider])
-        self._qnames = resolved[QualifiedNameProvider]
+        # resolve_many is typed loosely (values: object); these are what each provider stores.
+        self._qnames = cast("Mapping[cst.CSTNode, Any]", resolved[QualifiedNameProvider])
         self._position_map: Mapping[cst.CSTNode, CodeRange] | None = None
-        self._parents = resolved[ParentNodeProvider]
+        self._parents = cast("Mapping[cst.CSTNode, cst.CSTNode]", resolved[ParentNodeProvider])
         self.scopes = resolved[ScopeProvider]
         # libcst computes ``node.children`` with a visitor on every access; walking the tree through it
         # dominated the run time. The parent map already holds every edge, in source order.

@@ -1,4 +1,4 @@
-"""The FastAPI app behind the "Durable jobs" page, mounted by the api-server at :data:`URL_PREFIX`.
+"""The FastAPI app behind the "Durable jobs" page, mounted by the api-server at `URL_PREFIX`.
 
 Every request is authenticated as Airflow's own API is (``get_user``: bearer header or the UI's ``_token``
 cookie) and authorized with the auth manager: no DAG readable → 403 and no page; rows only for DAGs the

@@ -35,5 +35,6 @@ def corpus_files(prefix: str = "") -> list[Path]:
 def corpus_dir() -> Path:
     return CORPUS
 
+
 # The real-DAG corpus is data for the checker, never a test module.
 collect_ignore_glob = ["real/*.py"]

@@ -205,8 +205,9 @@ class _Tasks:
             name = callable_name(func.args[0].value)
             fn = self.functions.get(name or "")
         if fn is not None:
-            task_id = override_id or fn.name.value
-            return TaskNode(self._key(call), task_id, call, self._scope(call), function=fn)
+            return TaskNode(
+                self._key(call), override_id or fn.name.value, call, self._scope(call), function=fn
+            )
         name = callee_name(call)
         task_id = ctx.constant_string(arg(call, None, "task_id"))
         if not (name and task_id and name[:1].isupper()):

@@ -52,9 +52,9 @@ def check(ctx: FileContext) -> Iterator[Finding]:
             literal = string_value(flow.resolve(key))
             return repr(literal) if literal is not None else ctx.code(key)
 
-        written = {ident(c) for c in writes} - {None}
-        deleted = {ident(c) for c in writes if _method(c) == "delete"} - {None}
-        read = {ident(c) for c in reads} - {None}
+        written = {i for c in writes if (i := ident(c)) is not None}
+        deleted = {i for c in writes if _method(c) == "delete" and (i := ident(c)) is not None}
+        read = {i for c in reads if (i := ident(c)) is not None}
         per_run: set[str] = set()  # keys this task uses as state of one run
         for call in [*writes, *reads]:
             key, name = arg(call, 0, "key"), ident(call)
@@ -115,5 +115,9 @@ def _run_scoped(ctx: FileContext, key: cst.BaseExpression) -> bool:
     for part in key.parts:
         if isinstance(part, cst.FormattedStringExpression):
             words |= names_in(part.expression)
-            words |= {v for n in ctx.walk(part.expression) if (v := string_value(n)) is not None}
+            words |= {
+                v
+                for n in ctx.walk(part.expression)
+                if isinstance(n, cst.BaseExpression) and (v := string_value(n)) is not None
+            }
     return is_run_scoped_placeholder(words)
