@@ -29,6 +29,10 @@ SYSTEMS: dict[str, tuple[str, str, str]] = {
 #: AWS emulator is its own moto server).
 AWS_SYSTEMS = ("redshift", "batch", "emreks")
 TASK_ID = "job"
+#: ``execution_timeout`` of the ``exectimeout`` cells (seconds); the job itself runs until told to end.
+EXECUTION_TIMEOUT = 20
+#: The ``storeslow`` cells: each task-state-store call of try 1 is answered this much later (seconds).
+STORE_DELAY = 3
 SIDES = ("upstream", "durable")
 PATHS = ("deferrable", "sync")
 
@@ -41,8 +45,16 @@ class Fault:
     paths: tuple[str, ...]
     #: Only meaningful with the CeleryExecutor / several triggerers.
     needs: str = ""
-    #: Depends on engine work not on main yet: the test is xfail(strict=False) with this reason.
+    #: Depends on engine work not on main yet: the test is xfail(strict=False) with this reason
+    #: (for the cells of ``pending_paths`` only; the others are judged as usual).
     pending: str = ""
+    pending_paths: tuple[str, ...] = ("deferrable", "sync")
+    #: The durable promise under this fault: jobs on the service and the task's final state (nothing
+    #: left running untracked, always). A clear starts a new logical job (DESIGN §8): a second job.
+    jobs: int = 1
+    final: str = "success"
+    #: Text the durable task's log must hold (the clear task error of a state-store fault).
+    log: str = ""
 
 
 FAULTS: dict[str, Fault] = {
@@ -70,15 +82,73 @@ FAULTS: dict[str, Fault] = {
             "SIGKILL one of two triggerers mid-deferral: the other takes the trigger over",
             ("deferrable",),
             needs="triggerers",
-            pending="issue 11 (logical job: trigger takeover accounting) is not on main yet",
         ),
         Fault(
             "schedrestart",
             "SIGKILL the scheduler mid-run, start a new one",
             ("deferrable",),
         ),
+        Fault(
+            "completekill",
+            "SIGKILL supervisor + task inside execute_complete, after the trigger's success event",
+            ("deferrable",),
+        ),
+        Fault(
+            "clear",
+            "A user clears the finished task: a new logical job",
+            ("deferrable", "sync"),
+            jobs=2,
+        ),
+        Fault(
+            "markfailed",
+            "A user marks the running task failed",
+            ("deferrable", "sync"),
+            final="failed",
+            pending=(
+                "engine: marking a deferred durable task failed leaves its job running — "
+                "DurableOwnedTrigger.on_kill asks get_task_states, which never reaches the api-server from "
+                "the triggerer's on_kill; the triggerer gives up after its 30 s on_kill_timeout"
+            ),
+            pending_paths=("deferrable",),
+        ),
+        Fault(
+            "exectimeout",
+            f"`execution_timeout` ({EXECUTION_TIMEOUT} s) runs out while deferred (no retries)",
+            ("deferrable",),
+            final="failed",
+        ),
+        Fault(
+            "storeread",
+            "The task-state store fails (api-server route down) at the read before deciding",
+            ("deferrable",),
+            log="could not read task_state_store",
+        ),
+        Fault(
+            "storeintent",
+            "The task-state store fails at the write of the submission intent",
+            ("deferrable",),
+            log="could not write the submission intent",
+        ),
+        Fault(
+            "storeid",
+            "The task-state store fails at the write of the job id, after submit",
+            ("deferrable",),
+            jobs=2,
+            log="because its id could not be persisted",
+        ),
+        Fault(
+            "storeslow",
+            f"A slow task-state store: every call of try 1 answered after {STORE_DELAY} s",
+            ("deferrable",),
+        ),
     )
 }
+#: The faults a test process applies to one task (the others strike a component of the deployment).
+PER_TASK_FAULTS = ("workerkill", "taskkill", "supkill", "completekill")
+#: Faults that a user's action (through the REST API) or the task's own limits bring about.
+USER_FAULTS = ("clear", "markfailed", "exectimeout")
+#: Faults of the task-state store, injected by the loopback proxy in front of the execution API.
+STORE_FAULTS = ("storeread", "storeintent", "storeid", "storeslow")
 
 
 @dataclass(frozen=True)
@@ -107,6 +177,12 @@ def cells(faults: tuple[str, ...] | None = None, systems: tuple[str, ...] | None
                 for side in SIDES:
                     out.append(Cell(system, fault, side, path))
     return out
+
+
+def pending(cell: Cell) -> str:
+    """Why ``cell``'s durable result is not judged yet (engine work pending), or ``""``."""
+    fault = FAULTS[cell.fault]
+    return fault.pending if fault.pending and cell.path in fault.pending_paths else ""
 
 
 def parse_dag_id(dag_id: str) -> Cell:
