@@ -204,6 +204,23 @@ def selected_dag_ids() -> list[str]:
     return [d for d in raw.split(",") if d] if raw else [c.dag_id for c in cells()]
 
 
+#: The matrix test's phases: one pytest test each, its cells run concurrently in the shared deployment.
+PHASES: dict[str, tuple[str, ...]] = {
+    "pertask": ("workerkill", "taskkill", "supkill"),
+    "celerykill": ("celerykill",),
+    "trigkill": ("trigkill",),
+    "schedrestart": ("schedrestart",),
+    # A kill inside execute_complete, and what a user (or the task's own timeout) does to a task.
+    "user": ("completekill", "clear", "markfailed", "exectimeout"),
+    # The task-state store failing or slow at each step, through the loopback proxy.
+    "store": STORE_FAULTS,
+}
+#: Which phases a run covers (see :func:`selected_phases`).
+PHASES_ENV = "AFD_RT_PHASES"
+#: The phase sets a CI push alternates between (the commit hash picks one, as it picks the systems):
+#: both at once do not fit the stage's budget. The Celery-worker kill runs in ``make reliability`` only.
+CI_PHASE_SETS: tuple[tuple[str, ...], ...] = (("pertask", "trigkill", "schedrestart"), ("user", "store"))
+
 #: Which systems a run covers (see :func:`selected_systems`).
 GROUP_ENV = "AFD_RT_GROUP"
 #: Groups of systems when the commit picks one (CI): each push runs one, ``make reliability`` all.
@@ -240,3 +257,19 @@ def selected_systems(raw: str | None = None, commit: str | None = None) -> tuple
     if not 0 <= index < count:
         raise ValueError(f"{GROUP_ENV}={raw!r}: the group index must be in 0..{count - 1}")
     return names[index::count]
+
+
+def selected_phases(raw: str | None = None, commit: str | None = None) -> tuple[str, ...]:
+    """The phases a run covers, from ``AFD_RT_PHASES``: ``all``, a comma list of phases, or unset/empty:
+    the set of :data:`CI_PHASE_SETS` that the commit hash picks (independently of its system group)."""
+    raw = os.environ.get(PHASES_ENV, "") if raw is None else raw
+    if raw == "all":
+        return tuple(PHASES)
+    if raw:
+        unknown = set(raw.split(",")) - set(PHASES)
+        if unknown:
+            raise ValueError(f"{PHASES_ENV}: unknown phases {sorted(unknown)}; known: {', '.join(PHASES)}")
+        return tuple(p for p in PHASES if p in raw.split(","))
+    commit = _commit() if commit is None else commit
+    index = (int(commit[:8], 16) // CI_GROUPS if commit else 0) % len(CI_PHASE_SETS)
+    return CI_PHASE_SETS[index]

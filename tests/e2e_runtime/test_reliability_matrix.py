@@ -4,7 +4,8 @@ kill real Airflow processes, upstream and durable side by side in the same deplo
 One deployment serves the whole module (its cells run concurrently, a phase at a time). Which
 systems run is chosen by ``AFD_RT_GROUP`` (see :func:`selected_systems`): ``all`` (``make
 reliability``), ``<i>/<n>`` (group i of n), or unset: one group of :data:`CI_GROUPS`, picked by the
-commit hash, so that every push runs a share and consecutive pushes cover the matrix.
+commit hash, so that every push runs a share and consecutive pushes cover the matrix. Which phases run
+is chosen the same way by ``AFD_RT_PHASES`` (see :func:`selected_phases`).
 
 Each durable cell must keep the promise under its fault (``Fault.jobs``/``final``/``log``): one job on
 the service (two after a user's clear: a new logical job), the task ``success`` with the provider's
@@ -31,7 +32,16 @@ if int(airflow.__version__.split(".")[0]) < 3:
 
 from airflow_durable import shims  # noqa: E402
 from tests.e2e_runtime.conftest import SUMMARIES  # noqa: E402
-from tests.e2e_runtime.matrix import STORE_FAULTS, Cell, cells, parse_dag_id, pending, selected_systems  # noqa: E402
+from tests.e2e_runtime.matrix import (  # noqa: E402
+    PHASES,
+    PHASES_ENV,
+    Cell,
+    cells,
+    parse_dag_id,
+    pending,
+    selected_phases,
+    selected_systems,
+)
 from tests.e2e_runtime.tier import RESULTS_ENV, CellResult, Tier, committed_cell, write_results  # noqa: E402
 
 pytestmark = [
@@ -42,25 +52,17 @@ pytestmark = [
 
 CONFIG: dict[str, Any] = {"database": "postgres", "executor": "celery", "triggerers": 2}
 CONFIG_KEY = "postgres+celery"
-PHASES = {
-    "pertask": ("workerkill", "taskkill", "supkill"),
-    "celerykill": ("celerykill",),
-    "trigkill": ("trigkill",),
-    "schedrestart": ("schedrestart",),
-    # A kill inside execute_complete, and what a user (or the task's own timeout) does to a task.
-    "user": ("completekill", "clear", "markfailed", "exectimeout"),
-    # The task-state store failing or slow at each step, through the loopback proxy.
-    "store": STORE_FAULTS,
-}
 
 
 SYSTEMS_RUN = selected_systems()
+PHASES_RUN = selected_phases()
 
 
 @pytest.fixture(scope="module")
 def tier() -> Iterator[Tier]:
     started = time.monotonic()
-    with Tier(cells(systems=SYSTEMS_RUN), **CONFIG) as t:
+    faults = tuple(f for phase in PHASES_RUN for f in PHASES[phase])
+    with Tier(cells(faults=faults, systems=SYSTEMS_RUN), **CONFIG) as t:
         SUMMARIES.append(
             {
                 "scenario": f"matrix deployment start ({', '.join(SYSTEMS_RUN)})",
@@ -131,6 +133,8 @@ def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> No
 @pytest.mark.parametrize("phase", list(PHASES))
 def test_matrix_phase(tier: Tier, phase: str) -> None:
     """Run one phase's cells for the selected systems in the shared deployment and judge them."""
+    if phase not in PHASES_RUN:
+        pytest.skip(f"phase {phase!r} not selected ({PHASES_ENV}={os.environ.get(PHASES_ENV, '')!r})")
     phase_cells = cells(faults=PHASES[phase], systems=SYSTEMS_RUN)
     results = tier.run_phase(phase_cells)
     _check(tier, results, phase_cells)
