@@ -105,9 +105,11 @@ FAULTS: dict[str, Fault] = {
             ("deferrable", "sync"),
             final="failed",
             pending=(
-                "engine: marking a deferred durable task failed leaves its job running — "
-                "DurableOwnedTrigger.on_kill asks get_task_states, which never reaches the api-server from "
-                "the triggerer's on_kill; the triggerer gives up after its 30 s on_kill_timeout"
+                "engine: a deferred durable task that a user marks failed leaves its job running. "
+                "DurableOwnedTrigger.on_kill decides in the triggerer: for Databricks its "
+                "get_task_states call never returns and the triggerer gives up after on_kill_timeout "
+                "(30 s); for dbt Cloud it forwards to the provider trigger, which cancels nothing; "
+                "the engine's cancel_on_kill is not honoured on the deferrable path"
             ),
             pending_paths=("deferrable",),
         ),
