@@ -106,11 +106,11 @@ FAULTS: dict[str, Fault] = {
             final="failed",
             pending=(
                 "engine: a deferred durable task that a user marks failed leaves its job running "
-                "(Databricks, dbt Cloud, BigQuery; Snowflake cancels it). DurableOwnedTrigger.on_kill "
+                "(every system measured but Snowflake, which cancels it). DurableOwnedTrigger.on_kill "
                 "decides in the triggerer: for Databricks its get_task_states call never returns and the "
-                "triggerer gives up after on_kill_timeout (30 s); for dbt Cloud and BigQuery it forwards "
-                "to the provider trigger, which cancels nothing. The engine's cancel_on_kill is not "
-                "honoured on the deferrable path"
+                "triggerer gives up after on_kill_timeout (30 s); for the others it forwards to the "
+                "provider trigger, which cancels nothing. The engine's cancel_on_kill is not honoured on "
+                "the deferrable path"
             ),
             pending_paths=("deferrable",),
         ),
