@@ -17,7 +17,8 @@ class _Summaries:
         if "submissions" not in s:
             record(section, f"{s['scenario']:<28} {s['seconds']:6.1f}s")
             return
-        extra = {k: v for k, v in s.items() if k not in ("scenario", "operator", "submissions", "tries", "seconds")}
+        shown = ("scenario", "operator", "submissions", "tries", "seconds")
+        extra = {k: v for k, v in s.items() if k not in shown}
         record(
             section,
             f"{s['scenario']:<28} {s['seconds']:6.1f}s {s['operator']:<8} submissions={s['submissions']} "

@@ -29,6 +29,10 @@ SYSTEMS: dict[str, tuple[str, str, str]] = {
 #: AWS emulator is its own moto server).
 AWS_SYSTEMS = ("redshift", "batch", "emreks")
 TASK_ID = "job"
+#: ``execution_timeout`` of the ``exectimeout`` cells (seconds); the job itself runs until told to end.
+EXECUTION_TIMEOUT = 20
+#: The ``storeslow`` cells: each task-state-store call of try 1 is answered this much later (seconds).
+STORE_DELAY = 3
 SIDES = ("upstream", "durable")
 PATHS = ("deferrable", "sync")
 
@@ -41,8 +45,16 @@ class Fault:
     paths: tuple[str, ...]
     #: Only meaningful with the CeleryExecutor / several triggerers.
     needs: str = ""
-    #: Depends on engine work not on main yet: the test is xfail(strict=False) with this reason.
+    #: Depends on engine work not on main yet: the test is xfail(strict=False) with this reason
+    #: (for the cells of ``pending_paths`` only; the others are judged as usual).
     pending: str = ""
+    pending_paths: tuple[str, ...] = ("deferrable", "sync")
+    #: The durable promise under this fault: jobs on the service and the task's final state (nothing
+    #: left running untracked, always). A clear starts a new logical job (DESIGN §8): a second job.
+    jobs: int = 1
+    final: str = "success"
+    #: Text the durable task's log must hold (the clear task error of a state-store fault).
+    log: str = ""
 
 
 FAULTS: dict[str, Fault] = {
@@ -70,15 +82,76 @@ FAULTS: dict[str, Fault] = {
             "SIGKILL one of two triggerers mid-deferral: the other takes the trigger over",
             ("deferrable",),
             needs="triggerers",
-            pending="issue 11 (logical job: trigger takeover accounting) is not on main yet",
         ),
         Fault(
             "schedrestart",
             "SIGKILL the scheduler mid-run, start a new one",
             ("deferrable",),
         ),
+        Fault(
+            "completekill",
+            "SIGKILL supervisor + task inside execute_complete, after the trigger's success event",
+            ("deferrable",),
+        ),
+        Fault(
+            "clear",
+            "A user clears the finished task: a new logical job",
+            ("deferrable", "sync"),
+            jobs=2,
+        ),
+        Fault(
+            "markfailed",
+            "A user marks the running task failed",
+            ("deferrable", "sync"),
+            final="failed",
+            pending=(
+                "engine: a deferred durable task that a user marks failed leaves its job running "
+                "(every system measured but Snowflake, which cancels it). DurableOwnedTrigger.on_kill "
+                "decides in the triggerer: for Databricks its get_task_states call never returns and the "
+                "triggerer gives up after on_kill_timeout (30 s); for the others it forwards to the "
+                "provider trigger, which cancels nothing. The engine's cancel_on_kill is not honoured on "
+                "the deferrable path"
+            ),
+            pending_paths=("deferrable",),
+        ),
+        Fault(
+            "exectimeout",
+            f"`execution_timeout` ({EXECUTION_TIMEOUT} s) runs out while deferred (no retries)",
+            ("deferrable",),
+            final="failed",
+        ),
+        Fault(
+            "storeread",
+            "The task-state store fails (api-server route down) at the read before deciding",
+            ("deferrable",),
+            log="could not read task_state_store",
+        ),
+        Fault(
+            "storeintent",
+            "The task-state store fails at the write of the submission intent",
+            ("deferrable",),
+            log="could not write the submission intent",
+        ),
+        Fault(
+            "storeid",
+            "The task-state store fails at the write of the job id, after submit",
+            ("deferrable",),
+            jobs=2,
+            log="because its id could not be persisted",
+        ),
+        Fault(
+            "storeslow",
+            f"A slow task-state store: every call of try 1 answered after {STORE_DELAY} s",
+            ("deferrable",),
+        ),
     )
 }
+#: The faults a test process applies to one task (the others strike a component of the deployment).
+PER_TASK_FAULTS = ("workerkill", "taskkill", "supkill", "completekill")
+#: Faults that a user's action (through the REST API) or the task's own limits bring about.
+USER_FAULTS = ("clear", "markfailed", "exectimeout")
+#: Faults of the task-state store, injected by the loopback proxy in front of the execution API.
+STORE_FAULTS = ("storeread", "storeintent", "storeid", "storeslow")
 
 
 @dataclass(frozen=True)
@@ -109,6 +182,12 @@ def cells(faults: tuple[str, ...] | None = None, systems: tuple[str, ...] | None
     return out
 
 
+def pending(cell: Cell) -> str:
+    """Why ``cell``'s durable result is not judged yet (engine work pending), or ``""``."""
+    fault = FAULTS[cell.fault]
+    return fault.pending if fault.pending and cell.path in fault.pending_paths else ""
+
+
 def parse_dag_id(dag_id: str) -> Cell:
     _, system, fault, side, path = dag_id.split("_")
     return Cell(system, fault, side, path)
@@ -127,6 +206,23 @@ def selected_dag_ids() -> list[str]:
     raw = os.environ.get(CELLS_ENV, "")
     return [d for d in raw.split(",") if d] if raw else [c.dag_id for c in cells()]
 
+
+#: The matrix test's phases: one pytest test each, its cells run concurrently in the shared deployment.
+PHASES: dict[str, tuple[str, ...]] = {
+    "pertask": ("workerkill", "taskkill", "supkill"),
+    "celerykill": ("celerykill",),
+    "trigkill": ("trigkill",),
+    "schedrestart": ("schedrestart",),
+    # A kill inside execute_complete, and what a user (or the task's own timeout) does to a task.
+    "user": ("completekill", "clear", "markfailed", "exectimeout"),
+    # The task-state store failing or slow at each step, through the loopback proxy.
+    "store": STORE_FAULTS,
+}
+#: Which phases a run covers (see :func:`selected_phases`).
+PHASES_ENV = "AFD_RT_PHASES"
+#: The phase sets a CI push alternates between (the commit hash picks one, as it picks the systems):
+#: both at once do not fit the stage's budget. The Celery-worker kill runs in ``make reliability`` only.
+CI_PHASE_SETS: tuple[tuple[str, ...], ...] = (("pertask", "trigkill", "schedrestart"), ("user", "store"))
 
 #: Which systems a run covers (see :func:`selected_systems`).
 GROUP_ENV = "AFD_RT_GROUP"
@@ -164,3 +260,19 @@ def selected_systems(raw: str | None = None, commit: str | None = None) -> tuple
     if not 0 <= index < count:
         raise ValueError(f"{GROUP_ENV}={raw!r}: the group index must be in 0..{count - 1}")
     return names[index::count]
+
+
+def selected_phases(raw: str | None = None, commit: str | None = None) -> tuple[str, ...]:
+    """The phases a run covers, from ``AFD_RT_PHASES``: ``all``, a comma list of phases, or unset/empty:
+    the set of :data:`CI_PHASE_SETS` that the commit hash picks (independently of its system group)."""
+    raw = os.environ.get(PHASES_ENV, "") if raw is None else raw
+    if raw == "all":
+        return tuple(PHASES)
+    if raw:
+        unknown = set(raw.split(",")) - set(PHASES)
+        if unknown:
+            raise ValueError(f"{PHASES_ENV}: unknown phases {sorted(unknown)}; known: {', '.join(PHASES)}")
+        return tuple(p for p in PHASES if p in raw.split(","))
+    commit = _commit() if commit is None else commit
+    index = (int(commit[:8], 16) // CI_GROUPS if commit else 0) % len(CI_PHASE_SETS)
+    return CI_PHASE_SETS[index]

@@ -9,7 +9,17 @@ import json
 import pytest
 
 from tests.e2e_runtime import reliability_report
-from tests.e2e_runtime.matrix import CI_GROUPS, FAULTS, SYSTEMS, cells, selected_systems
+from tests.e2e_runtime.matrix import (
+    CI_GROUPS,
+    CI_PHASE_SETS,
+    PHASES,
+    SYSTEMS,
+    cells,
+    parse_dag_id,
+    pending,
+    selected_phases,
+    selected_systems,
+)
 
 
 def _committed() -> dict:
@@ -43,10 +53,7 @@ def test_committed_durable_cells_keep_the_promise() -> None:
     broken = [
         (d, c["jobs"], c["final_state"], c["untracked"])
         for d, c in cells_.items()
-        if c["side"] == "durable"
-        and not c["error"]
-        and not c["durable_ok"]
-        and not FAULTS[c["fault"]].pending
+        if c["side"] == "durable" and not c["error"] and not c["durable_ok"] and not pending(parse_dag_id(d))
     ]
     assert not broken, broken
 
@@ -62,3 +69,15 @@ def test_group_selection() -> None:
         selected_systems("databricks,nope")
     with pytest.raises(ValueError, match="group index"):
         selected_systems(f"{CI_GROUPS}/{CI_GROUPS}")
+
+
+def test_phase_selection() -> None:
+    """Every phase but the Celery-worker kill is in a CI phase set; consecutive pushes with the same
+    system group get the other set; ``all`` and explicit lists work; bad input is refused."""
+    assert sorted(p for s in CI_PHASE_SETS for p in s) == sorted(set(PHASES) - {"celerykill"})
+    assert selected_phases("all") == tuple(PHASES)
+    assert selected_phases("store,user") == ("user", "store")
+    picked = {selected_phases("", commit=f"{i * CI_GROUPS:08x}") for i in range(len(CI_PHASE_SETS))}
+    assert picked == set(CI_PHASE_SETS)
+    with pytest.raises(ValueError, match="unknown phases"):
+        selected_phases("pertask,nope")

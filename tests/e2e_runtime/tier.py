@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -25,8 +26,21 @@ from pathlib import Path
 from typing import Any
 
 from airflow_durable.demo.deployment import Deployment
+from tests.e2e_runtime import actions
 from tests.e2e_runtime.emulator_runner import EmulatorProcess, merge_environments
-from tests.e2e_runtime.matrix import CELLS_ENV, FAULTS, TASK_ID, Cell
+from tests.e2e_runtime.matrix import (
+    CELLS_ENV,
+    EXECUTION_TIMEOUT,
+    FAULTS,
+    PER_TASK_FAULTS,
+    STORE_DELAY,
+    STORE_FAULTS,
+    TASK_ID,
+    USER_FAULTS,
+    Cell,
+    _commit,
+)
+from tests.e2e_runtime.store_proxy import StoreFault, StoreProxy
 
 MATRIX_DAGS = Path(__file__).resolve().parent / "matrix_dags"
 #: How long the emulator holds try 1's first status read after its submit (the fault comes first).
@@ -35,6 +49,19 @@ HOLD_SECONDS = 90.0
 CELL_BUDGET = 420.0
 #: How long a DAG run may take to end once its jobs finished.
 END_BUDGET = 90.0
+#: After a DAG run ended with a job still running (mark failed, timeout), how long a cancel may take.
+CANCEL_GRACE = 8.0
+#: ``exectimeout``: past this long after the trigger the timeout was not enforced; the job is let end.
+TIMEOUT_IGNORED_AFTER = EXECUTION_TIMEOUT + 70.0
+#: The state-store faults, as the proxy applies them to try 1: the outage outlasts the Task SDK's
+#: retries of a 5xx (about 31 s by default), as an api-server that is down would.
+STORE_OUTAGE = 60.0
+STORE_RULES = {
+    "storeread": dict(mode="fail", method="GET", nth=1, window=STORE_OUTAGE),
+    "storeintent": dict(mode="fail", method="PUT", nth=1, window=STORE_OUTAGE),
+    "storeid": dict(mode="fail", method="PUT", nth=2, window=STORE_OUTAGE),
+    "storeslow": dict(mode="delay", seconds=float(STORE_DELAY)),
+}
 #: Faster detection of dead workers, schedulers and triggerers than the defaults (minutes).
 SETTINGS = {
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",  # generous: a loaded 2-core CI
@@ -44,6 +71,9 @@ SETTINGS = {
     "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "10",
     "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
     "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
+    # A burst of task starts on a loaded 2-core machine: the execution API can take longer than its
+    # 5 s default, and the start's ReadTimeout then fails try 1 before it ran (seen in the first runs).
+    "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
 }
 
 
@@ -69,11 +99,25 @@ class CellResult:
     seconds: float = 0.0
     #: Why the cell could not be driven to the end (``""``: it was).
     error: str = ""
+    #: The fault's log text (``Fault.log``) was in try 1's log (``None``: the fault names none).
+    log_ok: bool | None = None
+    #: Store faults: how many task-state-store calls of try 1 the proxy failed.
+    store_failed: int = 0
+    #: The commit the cell ran on.
+    commit: str = ""
 
     @property
     def durable_ok(self) -> bool:
-        """The promise: one job, success, nothing left running untracked."""
-        return not self.error and self.jobs == 1 and self.final_state == "success" and self.untracked == 0
+        """The promise under this cell's fault (``Fault.jobs``/``final``/``log``): that many jobs (one,
+        unless a clear started a new logical job), that final state, nothing left running untracked."""
+        fault = FAULTS[self.fault]
+        return (
+            not self.error
+            and self.jobs == fault.jobs
+            and self.final_state == fault.final
+            and self.untracked == 0
+            and self.log_ok is not False
+        )
 
 
 @dataclass
@@ -89,6 +133,11 @@ class _Run:
     baseline_reads: int = 0
     running_at_finish: int = 0
     finished_at: float = 0.0
+    #: Jobs left running that no try tracked, counted by the stages that let jobs end one by one.
+    untracked: int | None = None
+    #: When the DAG run was first seen ended (stages that wait for a cancel to land).
+    ended_at: float = 0.0
+    store_fault: StoreFault | None = None
     result: CellResult | None = None
 
 
@@ -107,7 +156,7 @@ class Tier:
     ) -> None:
         self.cells = list(cells)
         self.config = {"database": database, "executor": executor, "triggerers": triggerers}
-        self.deployment_args = dict(
+        self.deployment_args: dict[str, Any] = dict(
             database=database,
             executor=executor,
             triggerers=triggerers,
@@ -117,6 +166,10 @@ class Tier:
         self.tmp = Path(tempfile.mkdtemp(prefix="afd-runtime-tier-"))
         self.emulators: dict[str, EmulatorProcess] = {}
         self.dep: Deployment | None = None
+        self.proxy: StoreProxy | None = None
+        self._pg: Any = None
+        self._pg_lock = threading.Lock()
+        self.commit = _commit()[:12]
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Tier:
@@ -139,6 +192,9 @@ class Tier:
         env.update(SETTINGS)
         env[CELLS_ENV] = ",".join(c.dag_id for c in self.cells)
         self.dep = Deployment(dags_folder=MATRIX_DAGS, extra_env=env, **self.deployment_args)
+        # Every component reaches the execution API through the store-fault proxy.
+        self.proxy = StoreProxy(self.dep.api_port, self._resolve_ti).start()
+        self.dep.env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = self.proxy.url
         self.dep.start(dag_ids=[c.dag_id for c in self.cells], timeout=timeout)
 
     def stop(self) -> None:
@@ -146,6 +202,11 @@ class Tier:
             if self.dep is not None:
                 self.dep.stop(grace=5)
         finally:
+            if self.proxy is not None:
+                self.proxy.stop()
+            if self._pg is not None:
+                with contextlib.suppress(Exception):
+                    self._pg.close()
             for emulator in self.emulators.values():
                 emulator.stop()
             shutil.rmtree(self.tmp, ignore_errors=True)
@@ -164,6 +225,36 @@ class Tier:
         }
 
     # ------------------------------------------------------------------ reading
+    def _resolve_ti(self, ti_id: str) -> tuple[str, int] | None:
+        """``(dag_id, try_number)`` of a task instance id (the proxy's question; its own connection)."""
+        import psycopg2  # type: ignore[import-untyped]
+
+        assert self.dep is not None and self.dep.postgres is not None
+        sql = (
+            "SELECT dag_id, try_number FROM task_instance WHERE id = %s::uuid UNION ALL "
+            "SELECT dag_id, try_number FROM task_instance_history WHERE task_instance_id = %s::uuid"
+        )
+        with self._pg_lock:
+            for attempt in range(2):
+                try:
+                    if self._pg is None:
+                        self._pg = psycopg2.connect(
+                            host="127.0.0.1",
+                            port=self.dep.postgres.port,
+                            user="postgres",
+                            dbname=self.dep.postgres.database,
+                        )
+                        self._pg.autocommit = True
+                    with self._pg.cursor() as cur:
+                        cur.execute(sql, (ti_id, ti_id))
+                        rows = cur.fetchall()
+                    return (str(rows[0][0]), int(rows[0][1])) if rows else None
+                except psycopg2.Error:
+                    self._pg = None
+                    if attempt:
+                        raise
+        return None
+
     def _ti(self, run: _Run) -> Any:
         assert self.dep is not None
         return self.dep.task_instance(run.cell.dag_id, run.run_id, TASK_ID)
@@ -185,14 +276,14 @@ class Tier:
                     os.kill(pid, signal.SIGKILL)
 
     def _per_task_fault(self, run: _Run, ti: Any) -> bool:
-        """Kill what the cell's fault kills in try 1's worker; False if its processes are not found yet."""
+        """Kill what the cell's fault kills in the try's worker; False if its processes are not found yet."""
         assert self.dep is not None
         task = self.dep.task_pid(ti.id)
         supervisor = self.dep.supervisor_pid(task) if task else None
         if not task or not supervisor:
             return False
         fault = run.cell.fault
-        if fault == "workerkill":
+        if fault in ("workerkill", "completekill"):
             self._kill([supervisor, task])
         elif fault == "taskkill":
             self._kill([task])
@@ -221,18 +312,48 @@ class Tier:
             raise AssertionError(fault)
 
     # ------------------------------------------------------------------ the phase
+    def _first_stage(self, cell: Cell) -> str:
+        fault = cell.fault
+        if fault in ("trigkill", "schedrestart"):
+            return "defer"
+        if fault == "completekill":
+            return "c_defer"
+        if fault in ("clear", "markfailed"):
+            return "u_wait"
+        if fault == "exectimeout":
+            return "t_wait"
+        if fault in STORE_FAULTS:
+            return "drain"
+        return "submit"
+
     def run_phase(self, cells: Iterable[Cell], max_in_flight: int = 8) -> list[CellResult]:
         """Drive ``cells`` (faults of one kind: per task, or one global fault) to their end."""
         assert self.dep is not None
         runs = [_Run(cell, self.emulators[cell.system]) for cell in cells]
-        global_faults = {r.cell.fault for r in runs} - {"workerkill", "taskkill", "supkill"}
-        if len(global_faults) > 1 or (global_faults and len({r.cell.fault for r in runs}) > 1):
+        kinds = {r.cell.fault for r in runs}
+        global_faults = kinds - set(PER_TASK_FAULTS) - set(USER_FAULTS) - set(STORE_FAULTS)
+        if len(global_faults) > 1 or (global_faults and len(kinds) > 1):
             raise ValueError("a phase holds per-task faults, or cells of one global fault")
         global_fault = next(iter(global_faults), None)
+        if global_fault == "celerykill":
+            # Every cell's try 1 must still be running (held) in a Celery worker when the workers die:
+            # as many at once as the workers have task slots, one kill per batch. With more cells than
+            # slots, the first ones' holds ran out (they deferred) before the last ones even started,
+            # and the kill then struck no try at all (the "not measured" cells of the first report).
+            assert self.dep is not None
+            slots = max(1, self.dep.celery_workers * self.dep.worker_concurrency - 2)
+            results: list[CellResult] = []
+            for start in range(0, len(runs), slots):
+                results += self._run_batch(runs[start : start + slots], global_fault, len(runs))
+            return results
+        return self._run_batch(runs, global_fault, max_in_flight)
+
+    def _run_batch(self, runs: list[_Run], global_fault: str | None, max_in_flight: int) -> list[CellResult]:
+        assert self.dep is not None
         in_flight = max_in_flight if global_fault is None else len(runs)
         stamp = int(time.time())
         for run in runs:
-            if run.cell.fault not in ("trigkill", "schedrestart"):
+            if run.cell.fault in PER_TASK_FAULTS + ("celerykill",) and run.cell.fault != "completekill":
                 run.emulator.call("hold", dag_id=run.cell.dag_id, seconds=HOLD_SECONDS)
         pending = list(runs)
         global_done = False
@@ -241,9 +362,12 @@ class Tier:
             while pending and len(active) < in_flight:
                 run = pending.pop(0)
                 run.run_id = f"rt__{stamp}__{run.cell.dag_id}"
+                if run.cell.fault in STORE_RULES and self.proxy is not None:
+                    run.store_fault = StoreFault(**STORE_RULES[run.cell.fault])  # type: ignore[arg-type]
+                    self.proxy.set_fault(run.cell.dag_id, run.store_fault)
                 self.dep.trigger(run.cell.dag_id, run.run_id)
                 run.started = time.monotonic()
-                run.stage = "defer" if run.cell.fault in ("trigkill", "schedrestart") else "submit"
+                run.stage = self._first_stage(run.cell)
                 active.append(run)
             states = self._states(active)
             for run in active:
@@ -269,6 +393,11 @@ class Tier:
             return state["status_reads"] >= reads
         return state["status_reads"] >= run.baseline_reads + reads
 
+    def _waiting_on_job(self, run: _Run, ti: Any, state: dict[str, Any]) -> bool:
+        """The task (sync: running, deferrable: deferred) polls a job of this DAG run."""
+        waiting = "running" if run.cell.path == "sync" else "deferred"
+        return ti is not None and ti.state == waiting and bool(state["jobs"]) and state["status_reads"] >= 2
+
     def _step(self, run: _Run, state: dict[str, Any]) -> None:
         assert self.dep is not None
         if run.stage not in ("end",) and time.monotonic() - run.started > CELL_BUDGET:
@@ -293,6 +422,73 @@ class Tier:
                 run.stage = "ready"
             else:
                 self._ended_early(run, state)
+        elif run.stage == "c_defer":  # completekill: the job succeeds while try 1 is deferred
+            if self._waiting_on_job(run, ti, state):
+                run.emulator.call("finish", dag_id=run.cell.dag_id)
+                run.stage = "c_resume"
+            else:
+                self._ended_early(run, state)
+        elif run.stage == "c_resume":  # try 1 resumed on the success event: held in execute_complete
+            if ti is not None and ti.state == "running" and ti.next_method and self._per_task_fault(run, ti):
+                run.kill_try = ti.try_number
+                self._baseline(run, state)
+                run.untracked = 0
+                run.stage = "drain"
+            else:
+                self._ended_early(run, state)
+        elif run.stage == "u_wait":  # clear / markfailed: the task waits on its job
+            if self._waiting_on_job(run, ti, state):
+                assert ti is not None
+                if run.cell.fault == "clear":
+                    run.emulator.call("finish", dag_id=run.cell.dag_id)
+                    run.stage = "u_cleared"
+                else:
+                    actions.mark_task(self.dep, run.cell.dag_id, run.run_id, TASK_ID, "failed")
+                    run.stage = "u_after"
+            else:
+                self._ended_early(run, state)
+        elif run.stage == "u_cleared":  # the first logical job ended; the user clears the finished task
+            if self.dep.dag_run_state(run.cell.dag_id, run.run_id) in ("success", "failed"):
+                run.kill_try = ti.try_number if ti is not None else 0
+                actions.clear_task(self.dep, run.cell.dag_id, run.run_id, TASK_ID)
+                self._baseline(run, state)
+                run.untracked = 0
+                run.stage = "drain"
+        elif run.stage == "t_wait":  # exectimeout: the job runs on; the task must end by its timeout
+            if self.dep.dag_run_state(run.cell.dag_id, run.run_id) in ("success", "failed"):
+                run.stage = "u_after"
+                self._step(run, state)
+            elif time.monotonic() - run.started > TIMEOUT_IGNORED_AFTER:
+                run.untracked = 0  # the timeout was not enforced: the task waits on, let its job end
+                run.stage = "drain"
+        elif run.stage == "u_after":  # the DAG run ends with no task waiting: any running job is untracked
+            if not run.ended_at:
+                if self.dep.dag_run_state(run.cell.dag_id, run.run_id) not in ("success", "failed"):
+                    return None
+                run.ended_at = time.monotonic()
+            if time.monotonic() - run.ended_at >= CANCEL_GRACE:
+                run.untracked = sum(1 for j in state["jobs"] if j["running"])
+                run.emulator.call("finish", dag_id=run.cell.dag_id)
+                self._collect(run)
+        elif run.stage == "drain":  # let each job a try waits on end; count any other still running
+            if self.dep.dag_run_state(run.cell.dag_id, run.run_id) in ("success", "failed"):
+                if not run.ended_at:
+                    run.ended_at = time.monotonic()
+                elif time.monotonic() - run.ended_at >= 3:
+                    run.untracked = (run.untracked or 0) + sum(1 for j in state["jobs"] if j["running"])
+                    run.emulator.call("finish", dag_id=run.cell.dag_id)
+                    self._collect(run)
+            elif (
+                ti is not None
+                and ti.try_number > run.kill_try
+                and ti.state in ("deferred", "running")
+                and any(j["running"] for j in state["jobs"])
+                and self._polled_since_baseline(run, state)
+            ):
+                running = sum(1 for j in state["jobs"] if j["running"])
+                run.untracked = max(run.untracked or 0, running - 1)
+                run.emulator.call("finish", dag_id=run.cell.dag_id)
+                self._baseline(run, run.emulator.call("state", dag_ids=[run.cell.dag_id])[run.cell.dag_id])
         elif run.stage == "retry":
             if (
                 ti is not None
@@ -338,6 +534,16 @@ class Tier:
         if error:
             self._collect(run, error=error)
 
+    def _log_ok(self, run: _Run) -> bool | None:
+        """Whether try 1's log holds the fault's text (the clear task error); None if it names none."""
+        assert self.dep is not None
+        wanted = FAULTS[run.cell.fault].log
+        if not wanted:
+            return None
+        root = self.dep.home / "logs" / f"dag_id={run.cell.dag_id}" / f"run_id={run.run_id}"
+        logs = root.glob(f"task_id={TASK_ID}/attempt=1*")
+        return any(wanted in log.read_text(errors="replace") for log in logs)
+
     def _collect(self, run: _Run, error: str = "") -> None:
         assert self.dep is not None
         cell = run.cell
@@ -356,12 +562,15 @@ class Tier:
             jobs=len(state["jobs"]),
             submissions=state["submissions"],
             # The task waits on one job; any other one still running then is an orphan.
-            untracked=max(0, run.running_at_finish - 1),
+            untracked=run.untracked if run.untracked is not None else max(0, run.running_at_finish - 1),
             final_state=ti.state if ti else None,
             tries=history,
             xcom_keys=sorted(self.dep.xcoms(cell.dag_id, run.run_id, TASK_ID)),
             seconds=round(time.monotonic() - run.started, 1),
             error=error,
+            log_ok=self._log_ok(run) if cell.side == "durable" else None,
+            store_failed=run.store_fault.failed if run.store_fault is not None else 0,
+            commit=self.commit,
         )
         run.stage = "done"
 

@@ -7,12 +7,36 @@ test selected (``AFD_RT_CELLS``) are defined, to keep parsing cheap for every ta
 
 from __future__ import annotations
 
+import logging
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG
 
-from tests.e2e_runtime.matrix import TASK_ID, parse_dag_id, selected_dag_ids
+from tests.e2e_runtime.matrix import EXECUTION_TIMEOUT, TASK_ID, parse_dag_id, selected_dag_ids
+
+#: ``completekill`` cells: how long try 1 stays inside its resumption (``execute_complete``) after the
+#: trigger's success event, for the test to SIGKILL it there. A later try is not held.
+COMPLETE_HOLD_SECONDS = 120.0
+
+
+def _held_in_completion(operator: type) -> type:
+    """``operator`` whose try 1, resumed after its trigger fired, waits before running the completion
+    method (``execute_complete``): the moment a worker dies between the success event and the end.
+    The operator's own code is untouched; this only widens the window the test aims at."""
+
+    class Held(operator):  # type: ignore[misc, valid-type]
+        def resume_execution(self, next_method: str, next_kwargs: Any, context: Any) -> Any:
+            if next_method != "__fail__" and context["ti"].try_number == 1:
+                logging.getLogger(__name__).warning(
+                    "runtime matrix: holding try 1 inside %s for %ss", next_method, COMPLETE_HOLD_SECONDS
+                )
+                time.sleep(COMPLETE_HOLD_SECONDS)
+            return super().resume_execution(next_method, next_kwargs, context)
+
+    Held.__name__ = Held.__qualname__ = operator.__name__
+    return Held
 
 
 def _classes(system: str) -> tuple[type, type]:
@@ -132,6 +156,12 @@ def _arguments(system: str, dag_id: str, deferrable: bool) -> dict[str, Any]:
 for _dag_id in selected_dag_ids():
     _cell = parse_dag_id(_dag_id)
     _upstream, _durable = _classes(_cell.system)
+    _operator = _durable if _cell.side == "durable" else _upstream
+    if _cell.fault == "completekill":
+        _operator = _held_in_completion(_operator)
+    _limits: dict[str, Any] = {"retries": 2, "retry_delay": timedelta(seconds=2)}
+    if _cell.fault == "exectimeout":  # one try: the timeout must end the task, not start another job
+        _limits = {"retries": 0, "execution_timeout": timedelta(seconds=EXECUTION_TIMEOUT)}
     with DAG(
         dag_id=_dag_id,
         schedule=None,
@@ -139,11 +169,10 @@ for _dag_id in selected_dag_ids():
         catchup=False,
         tags=["airflow-durable", "runtime-matrix"],
     ) as _dag:
-        (_durable if _cell.side == "durable" else _upstream)(
+        _operator(
             task_id=TASK_ID,
             deferrable=_cell.path == "deferrable",
-            retries=2,
-            retry_delay=timedelta(seconds=2),
+            **_limits,
             **_arguments(_cell.system, _dag_id, _cell.path == "deferrable"),
         )
     globals()[_dag_id] = _dag
