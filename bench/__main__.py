@@ -37,11 +37,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--samples", type=int, default=None, help="interleaved pairs per timing (default 7, quick 1)"
     )
     p.add_argument("--parse-tasks", type=int, default=None, help="tasks per parsed DAG file (default 200)")
-    p.add_argument("--triggerer-sizes", default="1,100,300", help="deferred tasks on one real triggerer")
+    p.add_argument("--triggerer-sizes", default="1,100,1000", help="deferred tasks on one real triggerer")
     p.add_argument("--storm", type=int, default=100, help="tasks in the reconnect storm")
     p.add_argument(
         "--report-only", metavar="JSON", nargs="+", help="rewrite the report from JSON, run nothing"
     )
+    p.add_argument(
+        "--baseline",
+        metavar="JSON",
+        help="an earlier run's JSON (e.g. on main): the report shows how our call counts changed since",
+    )
+    p.add_argument("--baseline-label", default="main", help="what the baseline ran on (default: main)")
     p.add_argument("--md", default=str(ROOT / "docs" / "benchmarks.md"))
     p.add_argument("--json", default=str(ROOT / "docs" / "benchmarks.json"))
     p.add_argument("--charts", default=str(ROOT / "docs" / "img" / "benchmarks"))
@@ -54,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench import report
 
         document = _merge([json.loads(Path(p).read_text()) for p in args.report_only])
+        _attach_baseline(document, args)
         Path(args.json).write_text(json.dumps(document, indent=1, default=str) + "\n")
         report.write(document, Path(args.md), Path(args.charts), json_name=Path(args.json).name)
         return 0
@@ -107,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     meta["load_after"] = machine.load()
     meta["duration_s"] = time.time() - started
     document = {"meta": meta, "settings": settings, "failures": failures, "records": records}
+    _attach_baseline(document, args)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(document, indent=1, default=str) + "\n")
     from bench import report
@@ -114,6 +122,17 @@ def main(argv: list[str] | None = None) -> int:
     report.write(document, Path(args.md), Path(args.charts), json_name=Path(args.json).name)
     print(f">> bench: wrote {args.md} and {args.json} in {meta['duration_s']:.0f} s", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _attach_baseline(document: dict[str, Any], args: argparse.Namespace) -> None:
+    """Keep the baseline's call records (only those: the counts it is compared on) in the document."""
+    if not args.baseline:
+        return
+    base = json.loads(Path(args.baseline).read_text())
+    document["baseline"] = {
+        "label": f"{args.baseline_label} (`{base['meta'].get('commit', '?')}`)",
+        "records": [r for r in base["records"] if r["section"] == "calls"],
+    }
 
 
 def _merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
