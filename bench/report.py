@@ -805,6 +805,9 @@ def _triggerer(records: list[dict[str, Any]]) -> list[str]:
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in r["rows"]:
+            if "trigger" not in row:  # this size could not run: its error is listed below the table
+                lines.append(f"| {row['tasks']} | {row['side']} | could not run | " + "– | " * 9)
+                continue
             lines.append(
                 f"| {row['tasks']} | {row['side']} | {row['trigger']} | "
                 f"{_num(row['cpu_s_to_running'])} / {_num(row['cpu_s_window'])} / "

@@ -77,8 +77,9 @@ def main() -> None:
         bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
         sync_bag_to_db(bag, bundle.name, bundle.version)
         dag = bag.dags.get(DAG_ID) or dag
+        errors = dict(getattr(bag, "import_errors", {}) or {})
     if dag is None:
-        raise RuntimeError(f"the DAG file did not parse into {DAG_ID}")
+        raise RuntimeError(f"the DAG file did not parse into {DAG_ID}: {errors}")
     scheduler_dag = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
     now = datetime.now(timezone.utc)
     dr = get_or_create_dagrun(
