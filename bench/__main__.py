@@ -148,6 +148,12 @@ def _merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
     merged["meta"] = dict(documents[0]["meta"])
     merged["meta"]["duration_s"] = max(d["meta"].get("duration_s", 0) for d in documents)
     merged["meta"]["load_after"] = documents[-1]["meta"].get("load_after")
+    # Sections may come from runs on different commits (e.g. the engine changed between them): say which.
+    merged["meta"]["section_commits"] = {
+        r["section"]: f"{d['meta'].get('commit')}{' (uncommitted changes)' if d['meta'].get('dirty') else ''}"
+        for d in documents
+        for r in d["records"]
+    }
     return merged
 
 

@@ -616,6 +616,17 @@ def write(document: dict[str, Any], md: Path, charts_dir: Path, json_name: str) 
         f"{meta.get('load_after')} after; the run took {meta.get('duration_s', 0):.0f} s. Timings are "
         "medians "
         "of interleaved pairs (ours, upstream, upstream, ours, ...) and their ratios; counts are exact.",
+        *(
+            [
+                "    Sections by the commit they ran on: "
+                + "; ".join(
+                    f"{sec} at `{c}`" for sec, c in meta["section_commits"].items() if sec != "errors"
+                )
+                + "."
+            ]
+            if len(set(meta.get("section_commits", {}).values())) > 1
+            else []
+        ),
         f"    Settings: `{settings['command'].strip()}` — sections {', '.join(settings['sections'])}; "
         "operators "
         f"{settings['cases']}; {settings['samples']} timed pairs per comparison.",
