@@ -125,7 +125,7 @@ def _real_one(side: str, n: int, env: dict[str, str], emulator: Any, template: P
     made = json.loads(setup.stdout.strip().splitlines()[-1])
     setup_s = time.perf_counter() - t0
     runs = [r for rid, r in emulator.runs.items() if rid not in runs_before]
-    if len(runs) != n or _deferred_left(db) != n:
+    if len(runs) != n or _deferred_left(db) != n:  # a task left not deferred (n > 10: a partial last run)
         raise RuntimeError(f"setup made {len(runs)} runs and {_deferred_left(db)} deferred tasks, not {n}")
     baseline = {r.run_id: r.lifecycle.reads for r in runs}
     log0 = len(emulator.server.log)
@@ -239,6 +239,8 @@ def run(settings: dict[str, Any], env: dict[str, str]) -> list[dict[str, Any]]:
                     rows.append(_real_one(side, n, env, emulator, template, work))
                 except Exception as err:  # one size that cannot run leaves the others' rows
                     rows.append({"tasks": n, "side": side, "error": f"{type(err).__name__}: {err}"})
+                if os.environ.get("BENCH_TRIGGERER_ROWS"):  # rows so far, for a run stopped early
+                    Path(os.environ["BENCH_TRIGGERER_ROWS"]).write_text(json.dumps(rows, indent=1))
         job = {
             "new_cluster": {"spark_version": "15.4.x-scala2.12", "num_workers": 1},
             "notebook_task": {"notebook_path": "/Shared/etl"},

@@ -5,9 +5,12 @@ Run as ``python -m bench.triggerer_setup`` (JSON spec on stdin, JSON result on s
 execution API do when a task defers, without starting a task process per task (a 2-core machine cannot
 start 1,000 of them in a benchmark's time):
 
-1. the DAG file (``tasks`` tasks of one operator class: ours or the provider's) is parsed and synced to the
-   DB like the dag-processor does (so the triggerer finds a DAG version for each task instance);
-2. one DAG run with its task instances (``get_or_create_dagrun``, the helper ``dag.test()`` uses);
+1. the DAG file (``TASKS_PER_DAG`` tasks of one operator class: ours or the provider's) is parsed and synced
+   to the DB like the dag-processor does (so the triggerer finds a DAG version for each task instance);
+2. ``tasks / TASKS_PER_DAG`` DAG runs with their task instances (``get_or_create_dagrun``, the helper
+   ``dag.test()`` uses). Many runs of a small DAG, not one run of a 1,000-task DAG: the triggerer
+   deserializes the task's whole DAG for every trigger it loads (``SerializedDagModel.dag``, no cache), so
+   one 1,000-task DAG makes loading quadratic (seen: over 10 minutes) and would measure only that;
 3. per task instance, the operator's own ``execute()`` runs against the emulator (it submits the job and
    raises ``TaskDeferred``: ours with ``DurableOwnedTrigger`` around the provider trigger, upstream with the
    provider trigger alone), with a state store that counts what the try writes;
@@ -21,11 +24,12 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 DAG_ID = "bench_triggerer_scale"
+TASKS_PER_DAG = 10
 
 
 def dag_file(side: str, tasks: int, poll: int) -> str:
@@ -42,7 +46,7 @@ def dag_file(side: str, tasks: int, poll: int) -> str:
         "JOB = {'new_cluster': {'spark_version': '15.4.x-scala2.12', 'num_workers': 1},\n"
         "       'notebook_task': {'notebook_path': '/Shared/etl'}}\n"
         f"with DAG(dag_id={DAG_ID!r}, schedule=None, start_date=datetime(2026, 1, 1)):\n"
-        f"    for i in range({tasks}):\n"
+        f"    for i in range({min(tasks, TASKS_PER_DAG)}):\n"
         f"        Op(task_id=f't{{i:04d}}', json=JOB, deferrable=True, polling_period_seconds={poll})\n"
     )
 
@@ -81,24 +85,28 @@ def main() -> None:
     if dag is None:
         raise RuntimeError(f"the DAG file did not parse into {DAG_ID}: {errors}")
     scheduler_dag = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
-    now = datetime.now(timezone.utc)
-    dr = get_or_create_dagrun(
-        dag=scheduler_dag,
-        run_id=DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=now, run_after=now),
-        logical_date=now,
-        data_interval=None,
-        run_after=now,
-        conf=None,
-        triggered_by=DagRunTriggeredByType.TEST,
-        triggering_user_name="bench",
-        start_date=now,
-        session=session,
-    )
-    session.commit()
+    start = datetime.now(timezone.utc)
+    tis = []
+    for k in range(-(-spec["tasks"] // TASKS_PER_DAG)):
+        when = start + timedelta(minutes=k)
+        dr = get_or_create_dagrun(
+            dag=scheduler_dag,
+            run_id=DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=when, run_after=when),
+            logical_date=when,
+            data_interval=None,
+            run_after=when,
+            conf=None,
+            triggered_by=DagRunTriggeredByType.TEST,
+            triggering_user_name="bench",
+            start_date=when,
+            session=session,
+        )
+        session.commit()
+        tis += sorted(dr.get_task_instances(session=session), key=lambda t: t.task_id)
     stores: list[MemoryStateStore] = []
     trigger_bytes = 0
     classpath = ""
-    for ti in sorted(dr.get_task_instances(session=session), key=lambda t: t.task_id):
+    for ti in tis[: spec["tasks"]]:
         op = dag.get_task(ti.task_id)
         fake = FakeTaskInstance(ti.dag_id, ti.run_id, ti.task_id, op.retries or 0)
         fake.try_number = 1
@@ -137,7 +145,7 @@ def main() -> None:
         json.dumps(
             {
                 "tasks": n,
-                "run_id": dr.run_id,
+                "dag_runs": -(-n // TASKS_PER_DAG),
                 "classpath": classpath,
                 "rows_per_task": len({(id(s), c.key) for s in stores for c in s.calls if c.op == "set"}) / n,
                 "writes_per_task": len(writes) / n,
