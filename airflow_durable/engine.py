@@ -16,7 +16,7 @@ One JSON record per task instance under the operator's ``external_id_key`` in Ai
      "intent_at": "…", "submitted_at": "…", "deadline": "…", "history": [...], ...}
 
 * A record *lifetime* begins when a try finds no record and writes its first intent with a fresh random
-  ``salt`` (:func:`lifetime_salt`: the DAG run's start and clear number); every token of that lifetime is
+  ``salt`` (`lifetime_salt`: the DAG run's start and clear number); every token of that lifetime is
   derived from (task instance, salt, generation). A record can vanish (DAG run deleted and re-created
   with the same run_id, ``clear_on_success``, retention cleanup, another deployment on the same
   workspace): the next lifetime has another salt, so its tokens never reach an older lifetime's jobs.
@@ -25,7 +25,7 @@ One JSON record per task instance under the operator's ``external_id_key`` in Ai
   looks the job up by it.
 * ``submitted`` carries the external id and is written *before* deferring or polling.
 * ``done`` replaces it as the last step of success.
-* Every record carries the *clear epoch* it belongs to (:class:`Epoch`): a user's clear starts a new
+* Every record carries the *clear epoch* it belongs to (`Epoch`): a user's clear starts a new
   one. A record of another epoch is never reconnected to nor returned as already succeeded; its job is
   cancelled if still active and the new epoch submits the next generation.
 * ``owner_try`` is the try that tracks the job now (a reconnect claims it): only the owner may cancel.
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECORD_SCHEMA = "airflow-durable/2"
-#: Records written before salts and epochs existed; still read (see :meth:`Epoch.same_as`).
+#: Records written before salts and epochs existed; still read (see `Epoch.same_as`).
 RECORD_SCHEMA_V1 = "airflow-durable/1"
 _TOKEN_NAMESPACE = uuid.UUID("6f1f3b8e-4c8a-5d2e-9a57-0c1d2b3a4f5e")
 #: Decisions kept in a record's ``history`` (oldest dropped first): enough to explain a task's tries.
@@ -1015,7 +1015,8 @@ class DurableJobEngine:
             raise
         self.log.info("task %s: submitted job %s", self.task_id, external_id)
         # A try that adopted another try's job waits like a reconnecting one: it pushed its own job's XComs.
-        return self._wait(context, store, external_id, reconnect=str(external_id) != str(submitted_id))
+        adopted = str(external_id) != str(submitted_id)
+        return self._wait(context, store, external_id, reconnect=adopted, written=submitted)
 
     def _claim(self, context: Context, store: StateStore, record: JobRecord, plan: Plan) -> None:
         """Make this try the job's owner before waiting: an older try resumed later must not cancel it."""
@@ -1033,8 +1034,18 @@ class DurableJobEngine:
         )
         self._write_record(store, claimed, what=f"ownership of job {record.external_id!r}")
 
-    def _wait(self, context: Context, store: StateStore | None, external_id: Any, reconnect: bool) -> Any:
+    def _wait(
+        self,
+        context: Context,
+        store: StateStore | None,
+        external_id: Any,
+        reconnect: bool,
+        written: JobRecord | None = None,
+    ) -> Any:
         self._durable_external_id = external_id
+        # Retiring re-reads the record (a wait may last hours, and a newer try take over meanwhile),
+        # except where the provider only submits: nothing waited since this try wrote ``written``.
+        held = written if not self.durable_waits() else None
         if getattr(self, "deferrable", False):
             self._durable_result = (False, None)
             self.durable_defer(external_id, context, reconnect)
@@ -1043,9 +1054,9 @@ class DurableJobEngine:
             done, result = self._durable_result
             if done:
                 return result
-            return self._finish(context, store, external_id, False, None, None)
+            return self._finish(context, store, external_id, False, held, None)
         self.durable_poll(external_id, context, reconnect)
-        return self._finish(context, store, external_id, False, None, None)
+        return self._finish(context, store, external_id, False, held, None)
 
     def _finish(
         self,

@@ -112,12 +112,13 @@ _MISSING_PROVIDER = textwrap.dedent(
     """
     import json, sys
     from airflow_durable import catalogue
+    import airflow_durable.engine  # Airflow itself first: its configuration discovers every provider
 
     results = {}
     for system in catalogue.SYSTEMS:
         package = "airflow.providers." + system.provider_package.removeprefix("apache-airflow-providers-")
         package = package.replace("-", ".")
-        saved = {name: mod for name, mod in sys.modules.items() if name == package or name.startswith(package + ".")}
+        saved = {n: m for n, m in sys.modules.items() if n == package or n.startswith(package + ".")}
         for name in saved:
             del sys.modules[name]
         sys.modules[package] = None  # what a missing provider distribution looks like to import

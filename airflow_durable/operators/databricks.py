@@ -16,6 +16,7 @@ How Databricks submits, reports, classifies, defers and returns — the durable 
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
@@ -30,6 +31,8 @@ with provider_required(__name__):
     from airflow_durable.shims import databricks as compat
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from airflow.sdk import Context
 
     from airflow_durable.engine import DurableToken
@@ -76,6 +79,9 @@ class _DatabricksRunAdapter(DurableJobEngine):
             if compat.is_not_found(err):
                 raise JobNotFoundError(external_id) from err
             raise
+        # The provider's wait and result read the run again at once (job id, page URL, state): they get
+        # this answer instead, once each (see _known_run).
+        self.__dict__["_durable_run_info"] = (external_id, run_info)
         state = run_info.get("state") or {}
         life_cycle = state.get("life_cycle_state")
         result = state.get("result_state") or ""
@@ -89,15 +95,53 @@ class _DatabricksRunAdapter(DurableJobEngine):
     def durable_cancel(self, external_id: int) -> None:
         self._hook.cancel_run(external_id)
 
+    @contextlib.contextmanager
+    def _known_run(self, run_id: int) -> Iterator[None]:
+        """While the provider's handler runs, its first ``runs/get`` reads of ``run_id`` (``get_job_id``,
+        ``get_run_page_url``, ``get_run``: one call each) are answered with what the decision just read."""
+        known = self.__dict__.pop("_durable_run_info", None)
+        if known is None or known[0] != run_id:
+            yield
+            return
+        run, hook = known[1], self._hook
+        fields = {"get_run": None, "get_job_id": "job_id", "get_run_page_url": "run_page_url"}
+        answers = {
+            name: run if key is None else run[key]
+            for name, key in fields.items()
+            if key is None or key in run
+        }
+        saved = {name: vars(hook).get(name) for name in answers}
+
+        def once(name: str, real: Any) -> Any:
+            def answer(*args: Any, **kwargs: Any) -> Any:
+                if args == (run_id,) and not kwargs and name in answers:
+                    return answers.pop(name)
+                return real(*args, **kwargs)
+
+            return answer
+
+        for name in answers:
+            setattr(hook, name, once(name, getattr(hook, name)))
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    vars(hook).pop(name, None)
+                else:
+                    setattr(hook, name, value)
+
     def durable_poll(self, external_id: int, context: Context, reconnect: bool) -> None:
         self.run_id = external_id
-        provider._handle_databricks_operator_execution(self, self._hook, self.log, context)
+        with self._known_run(external_id):
+            provider._handle_databricks_operator_execution(self, self._hook, self.log, context)
 
     def durable_defer(self, external_id: int, context: Context, reconnect: bool) -> None:
         self.run_id = external_id
         # Pushes job_id / run_id / run_page_url, then defers to DatabricksExecutionTrigger — or calls
         # execute_complete inline when the run is already terminal.
-        provider._handle_deferrable_databricks_operator_execution(self, self._hook, self.log, context)
+        with self._known_run(external_id):
+            provider._handle_deferrable_databricks_operator_execution(self, self._hook, self.log, context)
 
     def durable_event_id(self, event: Any) -> int:
         if isinstance(event, dict):
@@ -110,10 +154,13 @@ class _DatabricksRunAdapter(DurableJobEngine):
         if already_succeeded and self.do_xcom_push:
             # No poll or deferral ran in this try: push what the provider's path would have pushed.
             ti = context["ti"]
-            if self.deferrable:
-                ti.xcom_push(key=provider.XCOM_JOB_ID_KEY, value=self._hook.get_job_id(external_id))
-            ti.xcom_push(key=provider.XCOM_RUN_ID_KEY, value=external_id)
-            ti.xcom_push(key=provider.XCOM_RUN_PAGE_URL_KEY, value=self._hook.get_run_page_url(external_id))
+            with self._known_run(external_id):  # the decision just read the run
+                if self.deferrable:
+                    ti.xcom_push(key=provider.XCOM_JOB_ID_KEY, value=self._hook.get_job_id(external_id))
+                ti.xcom_push(key=provider.XCOM_RUN_ID_KEY, value=external_id)
+                ti.xcom_push(
+                    key=provider.XCOM_RUN_PAGE_URL_KEY, value=self._hook.get_run_page_url(external_id)
+                )
         return None
 
 
