@@ -125,13 +125,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _attach_baseline(document: dict[str, Any], args: argparse.Namespace) -> None:
-    """Keep the baseline's call records (only those: the counts it is compared on) in the document."""
+    """Keep the baseline's call counts (the figures it is compared on) in the document."""
     if not args.baseline:
         return
+    from bench import report
+
     base = json.loads(Path(args.baseline).read_text())
     document["baseline"] = {
         "label": f"{args.baseline_label} (`{base['meta'].get('commit', '?')}`)",
-        "records": [r for r in base["records"] if r["section"] == "calls"],
+        "summary": [
+            {"case": k[0], "path": k[1], "scenario": k[2], **v}
+            for k, v in report.count_summary(base["records"]).items()
+        ],
     }
 
 

@@ -308,7 +308,7 @@ def _reasons_table() -> list[str]:
     return lines
 
 
-def _count_summary(records: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+def count_summary(records: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
     """Our store operations and API calls per operator, path and scenario (every try summed), and the
     retry's pre-wait reads / writes / status calls."""
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -326,7 +326,15 @@ def _count_summary(records: list[dict[str, Any]]) -> dict[tuple[str, str, str], 
 
 
 def _baseline_table(baseline: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:
-    before, after = _count_summary(baseline["records"]), _count_summary(records)
+    before = {
+        (r["case"], r["path"], r["scenario"]): {
+            k: tuple(v) if isinstance(v, list) else v
+            for k, v in r.items()
+            if k not in ("case", "path", "scenario")
+        }
+        for r in baseline["summary"]
+    }
+    after = count_summary(records)
     lines = [
         f"Ours, {baseline['label']} → this run (every try of the scenario summed; the retry's pre-wait "
         "counts where there is a retry). Rows where nothing changed are left out.",
