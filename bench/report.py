@@ -505,6 +505,89 @@ def _worst(parse_chart: list, dagtest_chart: list) -> tuple[str, tuple[float, fl
     return max(items, key=lambda i: i[1][0]) if items else None
 
 
+# --------------------------------------------------------------------------- the issue's targets
+def _targets(
+    calls: dict,
+    reconnect_rows: list[dict[str, Any]],
+    parse_chart: list,
+    dagtest_chart: list,
+    slot_summary: dict[str, dict[int, float]],
+) -> list[str]:
+    """Each target of the issue, checked against this run's figures."""
+    lines = ["| target | this run |", "|---|---|"]
+    if reconnect_rows:
+        at = [r for r in reconnect_rows if r["extra"] and not any(r["extra"].values())]
+        off: dict[str, list[str]] = defaultdict(list)
+        for r in reconnect_rows:
+            if r["extra"] and any(r["extra"].values()):
+                what = ", ".join(f"+{v} {k}" for k, v in r["extra"].items() if v)
+                off[what].append(f"{r['case']} {r['path']}")
+        detail = "; ".join(f"{what}: {', '.join(sorted(set(who)))}" for what, who in sorted(off.items()))
+        lines.append(
+            f"| reconnect at {LIMIT} before waiting | {len(at)} of {len(reconnect_rows)} operator × path × "
+            f"fault at the limit{'; ' + detail if detail else ''} |"
+        )
+        happy = [
+            (r["tries"][0]["total"]["store_get"], r["tries"][0]["total"]["store_set"])
+            for (_c, _p, scen, side), r in calls.items()
+            if scen == "happy" and side == "ours"
+        ]
+        if happy:
+            reads = sorted({h[0] for h in happy})
+            writes = sorted({h[1] for h in happy})
+            lines.append(
+                "| state-store round trips per task, each with its reason | happy path: "
+                f"{'/'.join(map(str, reads))} reads + {'/'.join(map(str, writes))} writes per task (the "
+                "contract's minimum: 2 writes, the intent and the id; see *why each store operation "
+                "exists*) |"
+            )
+    dups = [
+        (case, path, scen, job_minutes(r)[0] - JOB_MINUTES)
+        for (case, path, scen, side), r in calls.items()
+        if side == "ours" and scen != "happy"
+    ]
+    if dups:
+        paid = [d for d in dups if d[3] > 0]
+        lines.append(
+            "| no duplicate job-minutes for ours under the fault matrix | "
+            + (
+                f"0 duplicate job-minutes in all {len(dups)} rows"
+                if not paid
+                else f"{len(paid)} of {len(dups)} rows pay: "
+                + ", ".join(f"{c} {p} {s} {m:.0f} min" for c, p, s, m in paid)
+            )
+            + " |"
+        )
+    deferred = slot_summary.get("ours deferrable") or {}
+    if deferred:
+        lines.append(
+            "| ours deferred: worker-slot time near constant as the job grows | median over operators: "
+            + ", ".join(f"{m} min → {v:.1f} s" for m, v in sorted(deferred.items()))
+            + " |"
+        )
+    for name, chart in (
+        ("DAG-parse cost ≤ 1.05×", parse_chart),
+        ("`dag.test()` happy path ≤ 1.05×", dagtest_chart),
+    ):
+        if not chart:
+            continue
+        over = [(n, r) for n, r in chart if r[0] == r[0] and r[0] > 1.05]
+        noisy = [(n, r) for n, r in over if r[1] <= 1.05]
+        lines.append(
+            f"| {name} | {len(chart) - len(over)} of {len(chart)} at or under 1.05× (median of pairs)"
+            + (
+                "; over: "
+                + ", ".join(f"{n} {r[0]:.2f}× ({r[1]:.2f}–{r[2]:.2f})" for n, r in over)
+                + f" — {len(noisy)} of them with pairs at or under 1.05× (noise on this machine cannot be "
+                "told from cost)"
+                if over
+                else ""
+            )
+            + " |"
+        )
+    return lines
+
+
 # --------------------------------------------------------------------------- charts
 def _charts(
     directory: Path,
@@ -647,6 +730,9 @@ def write(document: dict[str, Any], md: Path, charts_dir: Path, json_name: str) 
             f"{worst[0]}.** Target ≤ 1.05× everywhere.",
             "",
         ]
+    targets = _targets(calls, reconnect_rows, parse_chart, dagtest_chart, slot_summary)
+    if targets[2:]:
+        out += ["## The issue's targets against this run", "", *targets, ""]
     if document.get("failures"):
         out += ['!!! warning "Sections that could not run"', ""]
         out += [f"    * {f}" for f in document["failures"]]
