@@ -48,6 +48,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="an earlier run's JSON (e.g. on main): the report shows how our call counts changed since",
     )
     p.add_argument("--baseline-label", default="main", help="what the baseline ran on (default: main)")
+    p.add_argument(
+        "--note", default=None, help="a caveat printed at the top of the report (e.g. partial runs)"
+    )
     p.add_argument("--md", default=str(ROOT / "docs" / "benchmarks.md"))
     p.add_argument("--json", default=str(ROOT / "docs" / "benchmarks.json"))
     p.add_argument("--charts", default=str(ROOT / "docs" / "img" / "benchmarks"))
@@ -61,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
 
         document = _merge([json.loads(Path(p).read_text()) for p in args.report_only])
         _attach_baseline(document, args)
+        if args.note:
+            document["note"] = args.note
         Path(args.json).write_text(json.dumps(document, indent=1, default=str) + "\n")
         report.write(document, Path(args.md), Path(args.charts), json_name=Path(args.json).name)
         return 0

@@ -723,6 +723,8 @@ def write(document: dict[str, Any], md: Path, charts_dir: Path, json_name: str) 
         f"{settings['cases']}; {settings['samples']} timed pairs per comparison.",
         "",
     ]
+    if document.get("note"):
+        out += ['!!! warning "About this run"', "", f"    {document['note']}", ""]
     worst = _worst(parse_chart, dagtest_chart)
     if worst:
         out += [
