@@ -59,14 +59,14 @@ class _Tree:
     they exit: the last sample of each pid counts)."""
 
     def __init__(self, pid: int) -> None:
-        import psutil
+        import psutil  # type: ignore[import-untyped]
 
         self.root = psutil.Process(pid)
         self.cpu: dict[int, float] = {}
         self.peak_rss = 0
 
     def sample(self) -> None:
-        import psutil
+        import psutil  # type: ignore[import-untyped]
 
         try:
             procs = [self.root, *self.root.children(recursive=True)]
