@@ -200,8 +200,8 @@ clean:
 BENCH_ARGS ?=
 .PHONY: bench bench-quick
 bench: $(call venv_of,$(MAIN))/.synced
-	$(call venv_of,$(MAIN))/bin/python -m bench $(BENCH_ARGS)
+	nice -n 10 $(call venv_of,$(MAIN))/bin/python -m bench $(BENCH_ARGS)
 
 # A minute-long subset (one operator, no dag.test(), no real triggerer); same outputs.
 bench-quick: $(call venv_of,$(MAIN))/.synced
-	$(call venv_of,$(MAIN))/bin/python -m bench --quick $(BENCH_ARGS)
+	nice -n 10 $(call venv_of,$(MAIN))/bin/python -m bench --quick $(BENCH_ARGS)

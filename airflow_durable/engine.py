@@ -16,7 +16,7 @@ One JSON record per task instance under the operator's ``external_id_key`` in Ai
      "intent_at": "…", "submitted_at": "…", "deadline": "…", "history": [...], ...}
 
 * A record *lifetime* begins when a try finds no record and writes its first intent with a fresh random
-  ``salt`` (:func:`lifetime_salt`: the DAG run's start and clear number); every token of that lifetime is
+  ``salt`` (`lifetime_salt`: the DAG run's start and clear number); every token of that lifetime is
   derived from (task instance, salt, generation). A record can vanish (DAG run deleted and re-created
   with the same run_id, ``clear_on_success``, retention cleanup, another deployment on the same
   workspace): the next lifetime has another salt, so its tokens never reach an older lifetime's jobs.
@@ -25,7 +25,7 @@ One JSON record per task instance under the operator's ``external_id_key`` in Ai
   looks the job up by it.
 * ``submitted`` carries the external id and is written *before* deferring or polling.
 * ``done`` replaces it as the last step of success.
-* Every record carries the *clear epoch* it belongs to (:class:`Epoch`): a user's clear starts a new
+* Every record carries the *clear epoch* it belongs to (`Epoch`): a user's clear starts a new
   one. A record of another epoch is never reconnected to nor returned as already succeeded; its job is
   cancelled if still active and the new epoch submits the next generation.
 * ``owner_try`` is the try that tracks the job now (a reconnect claims it): only the owner may cancel.
@@ -33,27 +33,33 @@ One JSON record per task instance under the operator's ``external_id_key`` in Ai
 
 from __future__ import annotations
 
+import abc
+import contextlib
 import datetime as dt
 import enum
 import hashlib
 import logging
+import re
 import secrets
+import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.exceptions import AirflowException
 
-from airflow_durable import shims
+from airflow_durable import catalogue, shims
 
 if TYPE_CHECKING:
+    from airflow.sdk import Context
+
     from airflow_durable.shims import StateStore
 
 log = logging.getLogger(__name__)
 
 RECORD_SCHEMA = "airflow-durable/2"
-#: Records written before salts and epochs existed; still read (see :meth:`Epoch.same_as`).
+#: Records written before salts and epochs existed; still read (see `Epoch.same_as`).
 RECORD_SCHEMA_V1 = "airflow-durable/1"
 _TOKEN_NAMESPACE = uuid.UUID("6f1f3b8e-4c8a-5d2e-9a57-0c1d2b3a4f5e")
 #: Decisions kept in a record's ``history`` (oldest dropped first): enough to explain a task's tries.
@@ -147,6 +153,33 @@ class DurableToken:
         identity = "\x1f".join((dag_id, run_id, task_id, str(map_index), salt))
         digest = hashlib.sha256(identity.encode()).hexdigest()[:40]
         return cls(text=f"afd-{digest}-g{generation}", generation=generation)
+
+
+#: Every token `DurableToken.for_task_instance` makes (whole tokens: ``-g1`` never matches ``-g12``).
+TOKEN_PATTERN = re.compile(r"afd-[0-9a-f]{40}-g[0-9]+")
+
+
+def tokens_in(text: str | None) -> set[str]:
+    """Every airflow-durable token in a text that carries one (a run's cause, a step's name)."""
+    return set(TOKEN_PATTERN.findall(text or ""))
+
+
+def earliest_first(created: Mapping[Any, Any]) -> list[Any]:
+    """Job ids ordered by when each was created, ties by id: the order `durable_find_all` returns.
+
+    A creation time is a `datetime`, a number (epoch) or ISO 8601 text; an unknown one sorts last.
+    """
+
+    def when(value: Any) -> tuple[int, float]:
+        if isinstance(value, str):
+            value = _parse_time(value)
+        if isinstance(value, dt.datetime):
+            return (0, (value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)).timestamp())
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return (0, float(value))
+        return (1, 0.0)
+
+    return sorted(created, key=lambda job: (when(created[job]), job))
 
 
 def new_salt() -> str:
@@ -263,37 +296,210 @@ class Plan:
     salt: str | None = None
 
 
+#: The status the engine reports for a job the system no longer knows (404, expired history).
+NOT_FOUND = "NOT_FOUND"
+
+
+def phase_of(
+    status: str, active: frozenset[str], succeeded: frozenset[str], failed: frozenset[str]
+) -> JobPhase | None:
+    """The phase of a raw status from the three status sets; `None` for a status in none of them."""
+    if status in active:
+        return JobPhase.ACTIVE
+    if status in succeeded:
+        return JobPhase.SUCCEEDED
+    if status in failed:
+        return JobPhase.FAILED
+    return None
+
+
+def status_needed(record: JobRecord | None, epoch: Epoch) -> bool:
+    """Whether `decide` needs the status of the record's job: only a submitted job of this epoch."""
+    return record is not None and record.state == "submitted" and epoch.same_as(record)
+
+
+def decide(
+    record: JobRecord | None, epoch: Epoch, status: str | None = None, phase: JobPhase | None = None
+) -> Decision:
+    """What a try does, from the stored record, its clear epoch and its job's status. No I/O.
+
+    `status` and `phase` are the job's raw status and its classification, read only where
+    `status_needed` says so; `NOT_FOUND` means the system no longer knows the job. A known status the
+    operator cannot classify raises `DurableStatusError`: the job may still run, so nothing is submitted.
+    """
+    if record is None:
+        return Decision.SUBMIT
+    if not epoch.same_as(record):
+        return Decision.NEW_EPOCH  # a user's clear: a new logical job begins
+    if record.state == "done":
+        return Decision.ALREADY_SUCCEEDED  # same epoch: a crash after success, not a clear
+    if record.state == "submitting":
+        return Decision.RESUME_SUBMIT  # died inside the submit→persist window: same token again
+    if status is None:
+        raise ValueError("deciding on a submitted job needs its status")
+    if status == NOT_FOUND:
+        return Decision.TERMINAL_RESUBMIT
+    if phase is None:
+        raise DurableStatusError(f"job {record.external_id!r} reports status {status!r}, which is unknown")
+    return _DECISION_OF_PHASE[phase]
+
+
+_DECISION_OF_PHASE = {
+    JobPhase.ACTIVE: Decision.RECONNECT,
+    JobPhase.SUCCEEDED: Decision.ALREADY_SUCCEEDED,
+    JobPhase.FAILED: Decision.TERMINAL_RESUBMIT,
+}
+
+
+_METRIC_OF_DECISION = {
+    Decision.SUBMIT: "resumable_job.fresh_submit",
+    Decision.RESUME_SUBMIT: "resumable_job.fresh_submit",
+    Decision.NEW_EPOCH: "resumable_job.fresh_submit",
+    Decision.RECONNECT: "resumable_job.reconnect_success",
+    Decision.ALREADY_SUCCEEDED: "resumable_job.already_succeeded",
+    Decision.TERMINAL_RESUBMIT: "resumable_job.terminal_resubmit",
+}
+
+
+def parse_record(raw: Any, parse_id: typing.Callable[[Any], Any]) -> JobRecord:
+    """The `JobRecord` stored as `raw`; `ValueError` (or `TypeError`/`KeyError`) if it is not one."""
+    if not isinstance(raw, dict) or raw.get("schema") not in (RECORD_SCHEMA, RECORD_SCHEMA_V1):
+        raise ValueError(f"expected a dict with schema {RECORD_SCHEMA!r}")
+    generation, token, state = raw["generation"], raw["token"], raw["state"]
+    if not _is_int(generation) or generation < 1:
+        raise ValueError(f"bad generation {generation!r}")
+    if not isinstance(token, str) or not token:
+        raise ValueError(f"bad token {token!r}")
+    if state not in ("submitting", "submitted", "done"):
+        raise ValueError(f"bad state {state!r}")
+    external_id = raw.get("external_id")
+    if state == "submitted" or (state == "done" and external_id is not None):
+        external_id = parse_id(external_id)
+    ints: dict[str, Any] = {}
+    for name in ("epoch", "max_tries", "clear_number", "owner_try"):
+        value = raw.get(name)
+        if value is not None and not _is_int(value):
+            raise ValueError(f"bad {name} {value!r}")
+        ints[name] = value
+    texts: dict[str, Any] = {}
+    for name in ("salt", "intent_at", "submitted_at", "done_at", "deadline"):
+        value = raw.get(name)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"bad {name} {value!r}")
+        texts[name] = value
+    history = raw.get("history") or []
+    if not isinstance(history, list):
+        raise ValueError(f"bad history {history!r}")
+    return JobRecord(
+        generation,
+        token,
+        state,
+        external_id,
+        schema=raw["schema"],
+        history=tuple(entry for entry in history if isinstance(entry, dict)),
+        **ints,
+        **texts,
+    )
+
+
+def parse_id(value: Any, kind: Any, what: str = "job id") -> Any:
+    """A stored or reported id of kind `int` (positive), `str` (non-empty) or `list[str]` (non-empty)."""
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"a {what} is a positive integer, got {value!r}")
+        return value
+    if kind is str:
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"a {what} is a non-empty string, got {value!r}")
+        return value
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(f"{what}s are a non-empty list of strings, got {value!r}")
+    return [parse_id(item, str, what) for item in value]
+
+
+@contextlib.contextmanager
+def overriding(obj: Any, **attrs: Any) -> Iterator[None]:
+    """Set attributes of `obj` for the duration of one provider call, then restore them (even when the
+    call raises or defers)."""
+    saved = {name: getattr(obj, name) for name in attrs}
+    for name, value in attrs.items():
+        setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(obj, name, value)
+
+
+_ID_KINDS: tuple[Any, ...] = (int, str, list[str])
+#: What a concrete durable operator class must define (the engine has no default for these).
+_ADAPTER_METHODS = (
+    "durable_submit",
+    "durable_status",
+    "durable_cancel",
+    "durable_poll",
+    "durable_defer",
+    "durable_result",
+)
+
+
+def _catalogue_row(cls: type) -> catalogue.Operator | None:
+    try:
+        row = catalogue.operator(cls.__name__)
+    except KeyError:
+        return None
+    return row if row.durable_module == cls.__module__ else None
+
+
 class DurableJobEngine:
     """Mixin that makes a provider operator's submit-and-wait crash-safe. See the module docstring.
 
-    Adapter contract (what an operator module declares):
+    Adapter contract (what an operator module declares). Data, read by the engine's defaults:
 
-    * ``external_id_key`` — the task-state-store key. Fixed forever once released.
-    * ``durable_system`` — the catalogue's system name; ``durable_locator_fields`` — the operator
-      attributes that reach the job without the DAG (connection id, region, …), stored in the record.
-    * ``durable_submit(context, token)`` — submit one job carrying ``token`` (``None`` when not durable)
-      as the system's idempotency key / tag; return its external id. Must set whatever attribute the
-      provider's own ``on_kill`` uses, as the provider does.
-    * ``durable_status(external_id, context)`` — raw status string; raise ``JobNotFoundError`` when
-      the system no longer knows the id.
-    * ``durable_phase(status)`` — ``JobPhase`` for a raw status, ``None`` for one it does not know.
-    * ``durable_cancel(external_id)`` — best-effort cancel.
-    * ``durable_poll(external_id, context, reconnect)`` — the provider's synchronous wait; raises on
-      job failure.
-    * ``durable_defer(external_id, context, reconnect)`` — hand the id to the provider's own trigger
-      (``self.defer(..., method_name="execute_complete")``) or complete inline as the provider does.
-    * ``durable_event_id(event)`` — validate a trigger event and return the id it is about, or ``None``
-      for a well-formed event that names no job (e.g. Snowflake's and BigQuery's error events): it
-      concerns the tracked job.
-    * ``durable_result(external_id, context, already_succeeded)`` — the provider's return value and
-      XComs; ``already_succeeded`` means no poll/defer ran in this try, so push what they would have.
-    * optional ``durable_find_all(token, context)`` — every job carrying ``token``, earliest created
-      first, for systems without native idempotency; with ``durable_converge_after_submit`` the engine
-      also looks the token up after each submission, so tries that submitted at the same instant all
-      adopt the earliest job and cancel the others.
-    * optional ``durable_created_at(external_id, context)`` — when the system created the job, where
-      that costs no extra call (or the token is the user's own): a job older than the intent is refused.
-    * optional ``durable_parse_id(value)`` — validate a stored id; raise ``ValueError`` if malformed.
+    * `external_id_key`: the task-state-store key, fixed forever once released (checked against the
+      catalogue); `durable_system`, `durable_wait_flag` and `durable_waits_by_default` come from the
+      catalogue (`airflow_durable.catalogue`) for the classes it lists.
+    * `durable_locator_fields`: the operator attributes that reach the job without the DAG (connection
+      id, region, …), stored in the record.
+    * `durable_active_statuses` / `durable_succeeded_statuses` / `durable_failed_statuses`: the raw
+      statuses of each phase, read by the default `durable_phase` (an operator overrides it only where a
+      status is composite, e.g. Databricks' `LIFE_CYCLE:RESULT`).
+    * `durable_id_type` (`int`, `str` or `list[str]`) and `durable_id_name`: the default
+      `durable_parse_id` validates a stored or reported id against them.
+    * `durable_event_id_key` (dotted for a nested key), `durable_event_statuses` (`None`: no status
+      field) and `durable_anonymous_event_statuses` (events with a `message` that name no job): the
+      default `durable_event_id`.
+    * `durable_deferrable_waits`: `deferrable=True` waits even when the wait flag is off.
+
+    Methods every concrete class defines (a class missing one fails at its definition; an
+    intermediate base opts out with `durable_abstract = True` in its own body):
+
+    * `durable_submit(context, token)`: submit one job carrying `token` (`None` when not durable) as
+      the system's idempotency key / tag (`durable_overriding` sets the provider's own arguments for
+      its submit call); return its external id. Must set whatever attribute the provider's own
+      `on_kill` uses, as the provider does.
+    * `durable_status(external_id, context)`: raw status string; raise `JobNotFoundError` when the
+      system no longer knows the id.
+    * `durable_cancel(external_id)`: best-effort cancel.
+    * `durable_poll(external_id, context, reconnect)`: the provider's synchronous wait; raises on job
+      failure. `reconnect`: this try did not submit the job (a retry rejoined it, or adopted another
+      try's), so it pushes the XComs and links the submitting try pushed.
+    * `durable_defer(external_id, context, reconnect)`: hand the id to the provider's own trigger
+      (`self.defer(..., method_name="execute_complete")`) or complete inline as the provider does.
+    * `durable_result(external_id, context, already_succeeded)`: the provider's return value and
+      XComs; `already_succeeded` means no poll/defer ran in this try, so push what they would have.
+
+    Optional:
+
+    * `durable_find_all(token, context)`: every job carrying `token`, earliest created first, for
+      systems without native idempotency; with `durable_converge_after_submit` the engine also looks the
+      token up after each submission, so tries that submitted at the same instant all adopt the earliest
+      job and cancel the others.
+    * `durable_created_at(external_id, context)`: when the system created the job, where that costs no
+      extra call (or the token is the user's own): a job older than the intent is refused.
+
+    Where the provider operator only submits (its wait flag off, see `durable_waits`), the task's work
+    is done once the job exists: a retry that finds it, in whatever known state, returns its id.
     """
 
     external_id_key: ClassVar[str]
@@ -303,6 +509,69 @@ class DurableJobEngine:
     durable_window_closed: ClassVar[bool] = True
     #: True for systems without a native idempotency key: look the token up after submitting.
     durable_converge_after_submit: ClassVar[bool] = False
+    durable_active_statuses: ClassVar[frozenset[str]] = frozenset()
+    durable_succeeded_statuses: ClassVar[frozenset[str]] = frozenset()
+    durable_failed_statuses: ClassVar[frozenset[str]] = frozenset()
+    durable_id_type: ClassVar[Any] = str
+    durable_id_name: ClassVar[str] = "job id"
+    durable_event_id_key: ClassVar[str] = ""
+    durable_event_statuses: ClassVar[frozenset[str] | None] = frozenset({"success", "error"})
+    durable_anonymous_event_statuses: ClassVar[frozenset[str]] = frozenset()
+    #: The provider argument that turns "submit and wait" into "submit only"; `None`: it always waits.
+    durable_wait_flag: ClassVar[str | None] = None
+    durable_waits_by_default: ClassVar[bool] = True
+    durable_deferrable_waits: ClassVar[bool] = False
+    #: Set in the body of an intermediate base that leaves adapter methods to its subclasses.
+    durable_abstract: ClassVar[bool] = False
+
+    if TYPE_CHECKING:
+        # Provided by the provider operator the engine is mixed into (BaseOperator and its subclass).
+        task_id: str
+        log: Any
+        deferrable: bool
+        do_xcom_push: bool
+        execution_timeout: dt.timedelta | None
+        retries: int | None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        row = _catalogue_row(cls)
+        if row is not None:
+            declared = cls.__dict__.get("external_id_key")
+            if declared is not None and declared != row.key:
+                raise TypeError(
+                    f"{cls.__name__}.external_id_key is {declared!r}; the catalogue says {row.key!r}"
+                )
+            cls.external_id_key = row.key
+            for name, value in (
+                ("durable_system", row.system),
+                ("durable_wait_flag", row.no_wait_kwarg),
+                ("durable_waits_by_default", row.waits_by_default),
+            ):
+                if name not in cls.__dict__:
+                    setattr(cls, name, value)
+        if cls.__dict__.get("durable_abstract", False):
+            return
+        problems = [
+            f"{name}()"
+            for name in _ADAPTER_METHODS
+            if getattr(getattr(cls, name, None), "__isabstractmethod__", False)
+        ]
+        if not isinstance(getattr(cls, "external_id_key", None), str) or not cls.external_id_key:
+            problems.append("external_id_key")
+        if cls.durable_phase is DurableJobEngine.durable_phase and not (
+            cls.durable_active_statuses and cls.durable_succeeded_statuses and cls.durable_failed_statuses
+        ):
+            problems.append("durable_active/succeeded/failed_statuses (or durable_phase())")
+        if cls.durable_event_id is DurableJobEngine.durable_event_id and not cls.durable_event_id_key:
+            problems.append("durable_event_id_key (or durable_event_id())")
+        if cls.durable_parse_id is DurableJobEngine.durable_parse_id and cls.durable_id_type not in _ID_KINDS:
+            problems.append("durable_id_type: int, str or list[str] (or durable_parse_id())")
+        if problems:
+            raise TypeError(
+                f"durable operator {cls.__module__}.{cls.__qualname__} does not define "
+                f"{', '.join(problems)}; an intermediate base declares durable_abstract = True"
+            )
 
     @shims.apply_defaults
     def __init__(self, *, durable: bool | None = None, **kwargs: Any) -> None:
@@ -312,7 +581,7 @@ class DurableJobEngine:
         self.durable = shims.resolve_durable(durable, type(self).__name__)
         self._durable_external_id: Any = None
         self._durable_result: tuple[bool, Any] = (False, None)
-        self._durable_context: Mapping[str, Any] | None = None
+        self._durable_context: Context | None = None
         self._durable_store: StateStore | None = None
         self._durable_deadline: dt.datetime | None = None
         # This try's identity, taken when it began: what its on_kill compares the record against.
@@ -320,44 +589,80 @@ class DurableJobEngine:
         self._durable_epoch: Epoch | None = None
 
     # ------------------------------------------------------------------ the adapter contract
-    def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> Any:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def durable_submit(self, context: Context, token: DurableToken | None) -> Any: ...
 
-    def durable_status(self, external_id: Any, context: Mapping[str, Any]) -> str:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def durable_status(self, external_id: Any, context: Context) -> str: ...
+
+    @abc.abstractmethod
+    def durable_cancel(self, external_id: Any) -> None: ...
+
+    @abc.abstractmethod
+    def durable_poll(self, external_id: Any, context: Context, reconnect: bool) -> None: ...
+
+    @abc.abstractmethod
+    def durable_defer(self, external_id: Any, context: Context, reconnect: bool) -> None: ...
+
+    @abc.abstractmethod
+    def durable_result(self, external_id: Any, context: Context, already_succeeded: bool) -> Any: ...
 
     def durable_phase(self, status: str) -> JobPhase | None:
-        raise NotImplementedError
-
-    def durable_cancel(self, external_id: Any) -> None:
-        raise NotImplementedError
-
-    def durable_poll(self, external_id: Any, context: Mapping[str, Any], reconnect: bool) -> None:
-        raise NotImplementedError
-
-    def durable_defer(self, external_id: Any, context: Mapping[str, Any], reconnect: bool) -> None:
-        raise NotImplementedError
-
-    def durable_event_id(self, event: Any) -> Any:
-        raise NotImplementedError
-
-    def durable_result(self, external_id: Any, context: Mapping[str, Any], already_succeeded: bool) -> Any:
-        raise NotImplementedError
-
-    def durable_find_all(self, token: DurableToken, context: Mapping[str, Any]) -> list[Any]:
-        return []
-
-    def durable_created_at(self, external_id: Any, context: Mapping[str, Any]) -> dt.datetime | None:
-        return None
+        """`JobPhase` of a raw status, `None` for one the operator does not know."""
+        return phase_of(
+            status,
+            self.durable_active_statuses,
+            self.durable_succeeded_statuses,
+            self.durable_failed_statuses,
+        )
 
     def durable_parse_id(self, value: Any) -> Any:
-        if value is None or value == "" or isinstance(value, (bool, dict, list)):
-            raise ValueError(f"not a job id: {value!r}")
-        return value
+        """Validate a stored or reported id; `ValueError` if it is malformed."""
+        return parse_id(value, self.durable_id_type, self.durable_id_name)
+
+    def durable_event_id(self, event: Any) -> Any:
+        """Validate a trigger event and return the id it is about, or `None` for a well-formed event that
+        names no job (e.g. an error event): it concerns the tracked job."""
+        if not isinstance(event, dict):
+            raise ValueError(f"expected a dict event, got {type(event).__name__}")
+        status = event.get("status")
+        if status in self.durable_anonymous_event_statuses:
+            if not isinstance(event.get("message"), str):
+                raise ValueError(f"a {status!r} event without a message")
+            return None
+        if self.durable_event_statuses is not None and status not in self.durable_event_statuses:
+            raise ValueError(f"unknown event status {status!r}")
+        value: Any = event
+        for part in self.durable_event_id_key.split("."):
+            if not isinstance(value, dict):
+                raise ValueError(f"the event carries no {self.durable_event_id_key}")
+            value = value.get(part)
+        return self.durable_parse_id(value)
+
+    def durable_find_all(self, token: DurableToken, context: Context) -> list[Any]:
+        return []
+
+    def durable_created_at(self, external_id: Any, context: Context) -> dt.datetime | None:
+        return None
+
+    def durable_waits(self) -> bool:
+        """Whether the provider operator waits for the job, or only submits it (its wait flag is off)."""
+        flag = self.durable_wait_flag
+        if flag is None or getattr(self, flag, self.durable_waits_by_default):
+            return True
+        return self.durable_deferrable_waits and bool(getattr(self, "deferrable", False))
+
+    def durable_overriding(
+        self, target: Any = None, /, **attrs: Any
+    ) -> contextlib.AbstractContextManager[None]:
+        """Carry the token into the provider's own submit call: set `attrs` on this operator (or on
+        `target`, e.g. its hook) for that call, and restore them after it, even when it raises or defers."""
+        return overriding(self if target is None else target, **attrs)
 
     # ------------------------------------------------------------------ entry points
-    def execute(self, context: Mapping[str, Any], **_runner_kwargs: Any) -> Any:
-        # Airflow 2's task runner passes an ExecutorSafeguard sentinel keyword; it means nothing here.
+    def execute(self, context: Context, *_args: Any, **_runner_kwargs: Any) -> Any:
+        # Airflow 2's task runner passes an ExecutorSafeguard sentinel keyword, a provider resuming into
+        # execute an event (EMR Serverless after starting its application): they mean nothing here.
         store = self._durable_begin(context)
         if store is None:
             self.log.info(
@@ -378,7 +683,7 @@ class DurableJobEngine:
             return self._finish(context, store, plan.external_id, True, plan.record, plan)
         return self._submit_and_wait(context, store, plan, plan.record)
 
-    def execute_complete(self, context: Mapping[str, Any], event: Any = None) -> Any:
+    def execute_complete(self, context: Any, event: Any = None) -> Any:
         store = self._durable_begin(context, quiet=True)
         record = self._read_record(store) if store is not None else None
         stored_id = record.external_id if record is not None and record.state == "submitted" else None
@@ -484,7 +789,7 @@ class DurableJobEngine:
         self._durable_epoch = self._epoch(context)
         return store
 
-    def _execution_deadline(self, context: Mapping[str, Any]) -> dt.datetime | None:
+    def _execution_deadline(self, context: Context) -> dt.datetime | None:
         timeout = getattr(self, "execution_timeout", None)
         if not isinstance(timeout, dt.timedelta):
             return None
@@ -496,7 +801,7 @@ class DurableJobEngine:
         return started + timeout
 
     # ------------------------------------------------------------------ the decision
-    def _decide(self, context: Mapping[str, Any], store: StateStore) -> Plan:
+    def _decide(self, context: Context, store: StateStore) -> Plan:
         tags = self._metric_tags(context)
         with shims.durable_span("resumable_job.resume_decision") as span:
             span.set_attribute("operator", type(self).__name__)
@@ -510,74 +815,50 @@ class DurableJobEngine:
         self._log_decision(plan)
         return plan
 
-    def _plan(self, context: Mapping[str, Any], store: StateStore, tags: dict[str, str]) -> Plan:
+    def _plan(self, context: Context, store: StateStore, tags: dict[str, str]) -> Plan:
+        """Read what `decide` needs (the record, the epoch, the job's status), then act on its decision."""
         record = self._read_record(store)
         if record is None and (self._try_number(context) or 1) > 1:
             # Only a retry can follow a try that ran the provider's own operator.
             record = self._upstream_record(context, store)
+        epoch = self._epoch(context)
+        if record is not None and record.state == "submitting" and epoch.same_as(record):
+            # A try died inside the submit→persist window: a system without an idempotency key is asked
+            # whether the submission reached it.
+            found = self._adopt_earliest(
+                DurableToken(record.token, record.generation), context, submitted=None
+            )
+            if found is not None:
+                record = replace(record, state="submitted", external_id=found)
+        status: str | None = None
+        phase: JobPhase | None = None
+        if status_needed(record, epoch):
+            assert record is not None
+            shims.incr_metric("resumable_job.reconnect_attempt", tags)
+            status, phase = self._classify(record.external_id, context)
+        decision = decide(record, epoch, status, phase)
+        shims.incr_metric(_METRIC_OF_DECISION[decision], tags)
+        salt = (record.salt if record is not None else None) or lifetime_salt(context)
         if record is None:
-            salt = lifetime_salt(context)
-            shims.incr_metric("resumable_job.fresh_submit", tags)
-            return Plan(Decision.SUBMIT, 1, self._token(context, 1, salt), salt=salt)
-
-        salt = record.salt or lifetime_salt(context)
-        if not self._epoch(context).same_as(record):
-            # A user cleared (or marked, then cleared) the task: a new logical job begins.
-            prior = self._end_old_epoch(context, record)
-            generation = record.generation + 1
-            shims.incr_metric("resumable_job.fresh_submit", tags)
-            return Plan(
-                Decision.NEW_EPOCH,
-                generation,
-                self._token(context, generation, salt),
-                record.external_id,
-                prior,
-                record,
-                salt,
-            )
-        if record.state == "done":
-            # Same epoch: this try follows a crash after success, not a user's clear.
-            shims.incr_metric("resumable_job.already_succeeded", tags)
-            return Plan(
-                Decision.ALREADY_SUCCEEDED, record.generation, None, record.external_id, "done", record, salt
-            )
-
-        if record.state == "submitting":
-            # A previous try died inside the submit→persist window: same generation, same token.
+            return Plan(decision, 1, self._token(context, 1, salt), salt=salt)
+        if decision is Decision.NEW_EPOCH:
+            status = self._end_old_epoch(context, record)
+        elif record.state == "done":
+            status = "done"
+        token: DurableToken | None = None
+        generation = record.generation
+        if decision is Decision.RESUME_SUBMIT:
             token = DurableToken(record.token, record.generation)
-            found = self._adopt_earliest(token, context, submitted=None)
-            if found is None:
-                shims.incr_metric("resumable_job.fresh_submit", tags)
-                return Plan(Decision.RESUME_SUBMIT, record.generation, token, None, None, record, salt)
-            record = replace(record, state="submitted", external_id=found)
+        elif decision in (Decision.NEW_EPOCH, Decision.TERMINAL_RESUBMIT):
+            generation += 1
+            token = self._token(context, generation, salt)
+        return Plan(decision, generation, token, record.external_id, status, record, salt)
 
-        shims.incr_metric("resumable_job.reconnect_attempt", tags)
-        status, phase = self._classify(record.external_id, context)
-        if phase is JobPhase.ACTIVE:
-            shims.incr_metric("resumable_job.reconnect_success", tags)
-            return Plan(Decision.RECONNECT, record.generation, None, record.external_id, status, record, salt)
-        if phase is JobPhase.SUCCEEDED:
-            shims.incr_metric("resumable_job.already_succeeded", tags)
-            return Plan(
-                Decision.ALREADY_SUCCEEDED, record.generation, None, record.external_id, status, record, salt
-            )
-        shims.incr_metric("resumable_job.terminal_resubmit", tags)
-        generation = record.generation + 1
-        return Plan(
-            Decision.TERMINAL_RESUBMIT,
-            generation,
-            self._token(context, generation, salt),
-            record.external_id,
-            status,
-            record,
-            salt,
-        )
-
-    def _classify(self, external_id: Any, context: Mapping[str, Any]) -> tuple[str, JobPhase]:
+    def _classify(self, external_id: Any, context: Context) -> tuple[str, JobPhase]:
         try:
             status = self.durable_status(external_id, context)
         except JobNotFoundError:
-            return "NOT_FOUND", JobPhase.FAILED
+            return NOT_FOUND, JobPhase.FAILED
         phase = self.durable_phase(status)
         if phase is None:
             raise DurableStatusError(
@@ -585,9 +866,13 @@ class DurableJobEngine:
                 f"{type(self).__name__} does not know. Not submitting, since the job may still be running; "
                 "the next try checks again."
             )
+        if not self.durable_waits():
+            # The provider operator only submits: its task succeeds once the job exists, so a retry that
+            # finds the job in any known state returns it (a user's clear starts a new epoch instead).
+            return status, JobPhase.SUCCEEDED
         return status, phase
 
-    def _end_old_epoch(self, context: Mapping[str, Any], record: JobRecord) -> str | None:
+    def _end_old_epoch(self, context: Context, record: JobRecord) -> str | None:
         """Cancel what an older epoch left running: it belongs to a logical job the user ended."""
         if record.state == "done":
             return "done"
@@ -611,7 +896,7 @@ class DurableJobEngine:
             self._cancel_quietly(record.external_id, "the task was cleared, which starts a new logical job")
         return status
 
-    def _adopt_earliest(self, token: DurableToken, context: Mapping[str, Any], submitted: Any) -> Any:
+    def _adopt_earliest(self, token: DurableToken, context: Context, submitted: Any) -> Any:
         """Every try adopts the earliest job carrying ``token`` and cancels the others; ``None`` if none."""
         jobs = self.durable_find_all(token, context)
         if not jobs:
@@ -660,7 +945,7 @@ class DurableJobEngine:
     # ------------------------------------------------------------------ submit, wait, finish
     def _submit_and_wait(
         self,
-        context: Mapping[str, Any],
+        context: Context,
         store: StateStore | None,
         plan: Plan | None,
         record: JobRecord | None,
@@ -685,7 +970,7 @@ class DurableJobEngine:
                     plan.decision,
                 )
                 self._write_record(store, intent, what="the submission intent (nothing was submitted)")
-            external_id = self.durable_submit(context, token)
+            external_id = submitted_id = self.durable_submit(context, token)
             self._durable_external_id = external_id
             self._refuse_foreign(context, external_id, intent)
             if self.durable_converge_after_submit:
@@ -729,9 +1014,11 @@ class DurableJobEngine:
             self._cancel_untracked(external_id, err)
             raise
         self.log.info("task %s: submitted job %s", self.task_id, external_id)
-        return self._wait(context, store, external_id, reconnect=False)
+        # A try that adopted another try's job waits like a reconnecting one: it pushed its own job's XComs.
+        adopted = str(external_id) != str(submitted_id)
+        return self._wait(context, store, external_id, reconnect=adopted, written=submitted)
 
-    def _claim(self, context: Mapping[str, Any], store: StateStore, record: JobRecord, plan: Plan) -> None:
+    def _claim(self, context: Context, store: StateStore, record: JobRecord, plan: Plan) -> None:
         """Make this try the job's owner before waiting: an older try resumed later must not cancel it."""
         claimed = self._stamp(
             context,
@@ -748,9 +1035,17 @@ class DurableJobEngine:
         self._write_record(store, claimed, what=f"ownership of job {record.external_id!r}")
 
     def _wait(
-        self, context: Mapping[str, Any], store: StateStore | None, external_id: Any, reconnect: bool
+        self,
+        context: Context,
+        store: StateStore | None,
+        external_id: Any,
+        reconnect: bool,
+        written: JobRecord | None = None,
     ) -> Any:
         self._durable_external_id = external_id
+        # Retiring re-reads the record (a wait may last hours, and a newer try take over meanwhile),
+        # except where the provider only submits: nothing waited since this try wrote ``written``.
+        held = written if not self.durable_waits() else None
         if getattr(self, "deferrable", False):
             self._durable_result = (False, None)
             self.durable_defer(external_id, context, reconnect)
@@ -759,13 +1054,13 @@ class DurableJobEngine:
             done, result = self._durable_result
             if done:
                 return result
-            return self._finish(context, store, external_id, False, None, None)
+            return self._finish(context, store, external_id, False, held, None)
         self.durable_poll(external_id, context, reconnect)
-        return self._finish(context, store, external_id, False, None, None)
+        return self._finish(context, store, external_id, False, held, None)
 
     def _finish(
         self,
-        context: Mapping[str, Any],
+        context: Context,
         store: StateStore | None,
         external_id: Any,
         already_succeeded: bool,
@@ -779,7 +1074,7 @@ class DurableJobEngine:
 
     def _retire_record(
         self,
-        context: Mapping[str, Any],
+        context: Context,
         store: StateStore,
         external_id: Any,
         record: JobRecord | None,
@@ -809,7 +1104,7 @@ class DurableJobEngine:
                 err,
             )
 
-    def _on_deferred_timeout(self, context: Mapping[str, Any], store: StateStore) -> None:
+    def _on_deferred_timeout(self, context: Context, store: StateStore) -> None:
         record = self._read_record(store)
         if record is None or record.state != "submitted":
             return
@@ -874,7 +1169,7 @@ class DurableJobEngine:
             return False, f"try {record.owner_try} tracks it now (this is try {mine})"
         return True, ""
 
-    def _refuse_foreign(self, context: Mapping[str, Any], external_id: Any, intent: JobRecord) -> None:
+    def _refuse_foreign(self, context: Context, external_id: Any, intent: JobRecord) -> None:
         intent_at = _parse_time(intent.intent_at)
         if intent_at is None:
             return
@@ -943,7 +1238,7 @@ class DurableJobEngine:
         if raw is None:
             return None
         try:
-            return self._parse_record(raw)
+            return parse_record(raw, self.durable_parse_id)
         except (ValueError, TypeError, KeyError) as err:
             raise DurableStateError(
                 f"task {self.task_id}: task_state_store key {self.external_id_key!r} holds {raw!r}, which "
@@ -952,46 +1247,7 @@ class DurableJobEngine:
                 "(e.g. `context['task_state_store'].delete(key)` or clear the task's state store) and retry."
             ) from err
 
-    def _parse_record(self, raw: Any) -> JobRecord:
-        if not isinstance(raw, dict) or raw.get("schema") not in (RECORD_SCHEMA, RECORD_SCHEMA_V1):
-            raise ValueError(f"expected a dict with schema {RECORD_SCHEMA!r}")
-        generation, token, state = raw["generation"], raw["token"], raw["state"]
-        if not _is_int(generation) or generation < 1:
-            raise ValueError(f"bad generation {generation!r}")
-        if not isinstance(token, str) or not token:
-            raise ValueError(f"bad token {token!r}")
-        if state not in ("submitting", "submitted", "done"):
-            raise ValueError(f"bad state {state!r}")
-        external_id = raw.get("external_id")
-        if state == "submitted" or (state == "done" and external_id is not None):
-            external_id = self.durable_parse_id(external_id)
-        ints = {}
-        for name in ("epoch", "max_tries", "clear_number", "owner_try"):
-            value = raw.get(name)
-            if value is not None and not _is_int(value):
-                raise ValueError(f"bad {name} {value!r}")
-            ints[name] = value
-        texts = {}
-        for name in ("salt", "intent_at", "submitted_at", "done_at", "deadline"):
-            value = raw.get(name)
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"bad {name} {value!r}")
-            texts[name] = value
-        history = raw.get("history") or []
-        if not isinstance(history, list):
-            raise ValueError(f"bad history {history!r}")
-        return JobRecord(
-            generation,
-            token,
-            state,
-            external_id,
-            schema=raw["schema"],
-            history=tuple(entry for entry in history if isinstance(entry, dict)),
-            **ints,
-            **texts,
-        )
-
-    def _upstream_record(self, context: Mapping[str, Any], store: StateStore) -> JobRecord | None:
+    def _upstream_record(self, context: Context, store: StateStore) -> JobRecord | None:
         """A job the provider's own ResumableJobMixin stored (the user switched to ours mid-retries).
 
         Only a job still running is adopted: a finished one cannot be told apart from one of an earlier
@@ -1042,7 +1298,7 @@ class DurableJobEngine:
         return None
 
     def _stamp(
-        self, context: Mapping[str, Any], record: JobRecord, previous: JobRecord | None, decision: Decision
+        self, context: Context, record: JobRecord, previous: JobRecord | None, decision: Decision
     ) -> JobRecord:
         """``record`` with this try's epoch, the decision appended to the history, and v2 fields."""
         epoch = self._epoch(context)
@@ -1084,13 +1340,13 @@ class DurableJobEngine:
             ) from err
 
     # ------------------------------------------------------------------ helpers
-    def _token(self, context: Mapping[str, Any], generation: int, salt: str) -> DurableToken:
+    def _token(self, context: Context, generation: int, salt: str) -> DurableToken:
         ti = context["ti"]
         return DurableToken.for_task_instance(
             ti.dag_id, ti.run_id, ti.task_id, _map_index(ti), generation, salt
         )
 
-    def _epoch(self, context: Mapping[str, Any]) -> Epoch:
+    def _epoch(self, context: Context) -> Epoch:
         ti = context.get("ti")
         dag_run = context.get("dag_run")
         retries = getattr(self, "retries", None)
@@ -1101,10 +1357,10 @@ class DurableJobEngine:
         )
 
     @staticmethod
-    def _try_number(context: Mapping[str, Any]) -> int | None:
+    def _try_number(context: Context) -> int | None:
         return _int_or_none(getattr(context.get("ti"), "try_number", None))
 
-    def _metric_tags(self, context: Mapping[str, Any]) -> dict[str, str]:
+    def _metric_tags(self, context: Context) -> dict[str, str]:
         tags = {"operator": type(self).__name__}
         ti = context.get("ti")
         team = getattr(ti, "stats_tags", {}).get("team_name") if ti is not None else None

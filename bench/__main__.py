@@ -37,10 +37,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--samples", type=int, default=None, help="interleaved pairs per timing (default 7, quick 1)"
     )
     p.add_argument("--parse-tasks", type=int, default=None, help="tasks per parsed DAG file (default 200)")
-    p.add_argument("--triggerer-sizes", default="1,100,300", help="deferred tasks on one real triggerer")
+    p.add_argument("--triggerer-sizes", default="1,100,1000", help="deferred tasks on one real triggerer")
     p.add_argument("--storm", type=int, default=100, help="tasks in the reconnect storm")
     p.add_argument(
         "--report-only", metavar="JSON", nargs="+", help="rewrite the report from JSON, run nothing"
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="JSON",
+        help="an earlier run's JSON (e.g. on main): the report shows how our call counts changed since",
+    )
+    p.add_argument("--baseline-label", default="main", help="what the baseline ran on (default: main)")
+    p.add_argument(
+        "--note", default=None, help="a caveat printed at the top of the report (e.g. partial runs)"
     )
     p.add_argument("--md", default=str(ROOT / "docs" / "benchmarks.md"))
     p.add_argument("--json", default=str(ROOT / "docs" / "benchmarks.json"))
@@ -54,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         from bench import report
 
         document = _merge([json.loads(Path(p).read_text()) for p in args.report_only])
+        _attach_baseline(document, args)
+        if args.note:
+            document["note"] = args.note
         Path(args.json).write_text(json.dumps(document, indent=1, default=str) + "\n")
         report.write(document, Path(args.md), Path(args.charts), json_name=Path(args.json).name)
         return 0
@@ -107,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     meta["load_after"] = machine.load()
     meta["duration_s"] = time.time() - started
     document = {"meta": meta, "settings": settings, "failures": failures, "records": records}
+    _attach_baseline(document, args)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(document, indent=1, default=str) + "\n")
     from bench import report
@@ -114,6 +127,22 @@ def main(argv: list[str] | None = None) -> int:
     report.write(document, Path(args.md), Path(args.charts), json_name=Path(args.json).name)
     print(f">> bench: wrote {args.md} and {args.json} in {meta['duration_s']:.0f} s", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _attach_baseline(document: dict[str, Any], args: argparse.Namespace) -> None:
+    """Keep the baseline's call counts (the figures it is compared on) in the document."""
+    if not args.baseline:
+        return
+    from bench import report
+
+    base = json.loads(Path(args.baseline).read_text())
+    document["baseline"] = {
+        "label": f"{args.baseline_label} (`{base['meta'].get('commit', '?')}`)",
+        "summary": [
+            {"case": k[0], "path": k[1], "scenario": k[2], **v}
+            for k, v in report.count_summary(base["records"]).items()
+        ],
+    }
 
 
 def _merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
@@ -129,6 +158,12 @@ def _merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
     merged["meta"] = dict(documents[0]["meta"])
     merged["meta"]["duration_s"] = max(d["meta"].get("duration_s", 0) for d in documents)
     merged["meta"]["load_after"] = documents[-1]["meta"].get("load_after")
+    # Sections may come from runs on different commits (e.g. the engine changed between them): say which.
+    merged["meta"]["section_commits"] = {
+        r["section"]: f"{d['meta'].get('commit')}{' (uncommitted changes)' if d['meta'].get('dirty') else ''}"
+        for d in documents
+        for r in d["records"]
+    }
     return merged
 
 

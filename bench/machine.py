@@ -60,7 +60,7 @@ def _git(*args: str) -> str:
 
 
 def describe() -> dict[str, Any]:
-    versions = {}
+    versions: dict[str, str | None] = {}
     for dist in DISTRIBUTIONS:
         try:
             versions[dist] = metadata.version(dist)

@@ -69,6 +69,8 @@ def case(request: pytest.FixtureRequest) -> SystemCase:
 
 
 def emit(record: dict[str, Any]) -> None:
+    # The machine is shared: every figure carries the 1-minute load average it was measured under.
+    record.setdefault("load", round(os.getloadavg()[0], 2))
     if OUT:
         with open(OUT, "a") as f:
             f.write(json.dumps(record, default=str) + "\n")

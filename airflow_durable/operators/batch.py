@@ -1,12 +1,12 @@
 """Durable AWS Batch operator: a drop-in replacement for the provider's ``BatchOperator``.
 
 How Batch submits, reports, classifies, defers and returns — the durable logic is in
-:mod:`airflow_durable.engine`.
+`airflow_durable.engine`.
 
 * ``SubmitJob`` has no idempotency token, so the task instance's token travels in the job tag
   ``airflow-durable-token``. The jobs carrying it are found by ``ListJobs`` on the job queue filtered
   by the job name (``JOB_NAME``, all statuses), then ``DescribeJobs`` for the tags and creation times
-  (:meth:`DurableBatchOperator.durable_find_all`): a retry after a crash between submitting and
+  (`DurableBatchOperator.durable_find_all`): a retry after a crash between submitting and
   recording the job id adopts the job instead of submitting again, and two tries that submitted at the
   same instant both adopt the earliest job and terminate the other. The upstream ``job_id=`` argument
   stays ignored, as upstream ("submit_job overwrites it").
@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.providers.amazon.aws.operators import batch as provider
+from airflow_durable.engine import DurableJobEngine, JobNotFoundError
+from airflow_durable.operators import provider_required
 
-from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
+with provider_required(__name__):
+    from airflow.providers.amazon.aws.operators import batch as provider
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from airflow.sdk import Context
 
     from airflow_durable.engine import DurableToken
 
@@ -35,8 +37,6 @@ __all__ = ["TOKEN_TAG", "DurableBatchOperator"]
 
 #: The job tag that carries the durable token (Batch tag keys: up to 128 characters).
 TOKEN_TAG = "airflow-durable-token"
-# Batch job statuses (botocore JobStatus; hooks/batch_client.py).
-_ACTIVE = frozenset({"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"})
 
 
 class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
@@ -49,34 +49,35 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
     Stored under the task-state-store key ``airflow_durable.batch`` (fixed).
     """
 
-    external_id_key = "airflow_durable.batch"
-    durable_system = "batch"
     durable_locator_fields = ("aws_conn_id", "region_name")
+    # Batch job statuses (botocore JobStatus; hooks/batch_client.py).
+    durable_active_statuses = frozenset({"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"})
+    durable_succeeded_statuses = frozenset({"SUCCEEDED"})
+    durable_failed_statuses = frozenset({"FAILED"})
+    durable_id_name = "AWS Batch job id"
+    durable_event_id_key = "job_id"
+    #: The provider's deferrable path defers whatever ``wait_for_completion`` says.
+    durable_deferrable_waits = True
+    #: SubmitJob has no idempotency key: after submitting, every try adopts the earliest tagged job.
+    durable_converge_after_submit: ClassVar[bool] = True
 
-    def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> str:
-        user_tags = self.tags
-        if token is not None:
-            self.tags = {**(user_tags or {}), TOKEN_TAG: token.text}
-        try:
-            # Sets job_id (what on_kill terminates) and the job details link, as the provider does.
+    def durable_submit(self, context: Context, token: DurableToken | None) -> str:
+        tags = {**(self.tags or {}), TOKEN_TAG: token.text} if token is not None else self.tags
+        # Sets job_id (what on_kill terminates) and the job details link, as the provider does.
+        with self.durable_overriding(tags=tags):
             self.submit_job(context)
-        finally:
-            self.tags = user_tags
         if not self.job_id:
             # Upstream fails here too (before deferring or polling); never track the string "None".
             raise ValueError("AWS Batch job - job_id was not found")
         return str(self.job_id)
 
-    #: SubmitJob has no idempotency key: after submitting, every try adopts the earliest tagged job.
-    durable_converge_after_submit: ClassVar[bool] = True
-
-    def durable_find_all(self, token: DurableToken, context: Mapping[str, Any]) -> list[str]:
+    def durable_find_all(self, token: DurableToken, context: Context) -> list[str]:
         """Every job submitted with ``token``, earliest created first (ties: by job id); ``[]`` if none.
 
         ``ListJobs`` takes one filter; with ``JOB_NAME`` it returns every status. Job summaries carry no
         tags, so the candidates are described in batches of 100 (``DescribeJobs``' limit).
         """
-        client = self.hook.client
+        client: Any = self.hook.client  # typed as the provider's BatchProtocol, which lacks list_jobs
         kwargs: dict[str, Any] = {
             "jobQueue": self.job_queue,
             "filters": [{"name": "JOB_NAME", "values": [self.job_name]}],
@@ -97,12 +98,7 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
             self.log.info("task %s: jobs carrying token %s: %s", self.task_id, token.text, jobs)
         return jobs
 
-    def durable_parse_id(self, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"an AWS Batch job id is a non-empty string, got {value!r}")
-        return value
-
-    def durable_status(self, external_id: str, context: Mapping[str, Any]) -> str:
+    def durable_status(self, external_id: str, context: Context) -> str:
         # Not hook.get_job_description: it retries a missing job status_retries times with back-off.
         jobs = self.hook.client.describe_jobs(jobs=[external_id]).get("jobs") or []
         for job in jobs:
@@ -110,35 +106,20 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
                 return str(job.get("status"))
         raise JobNotFoundError(external_id)
 
-    def durable_phase(self, status: str) -> JobPhase | None:
-        if status in _ACTIVE:
-            return JobPhase.ACTIVE
-        if status == "SUCCEEDED":
-            return JobPhase.SUCCEEDED
-        if status == "FAILED":
-            return JobPhase.FAILED
-        return None
-
     def durable_cancel(self, external_id: str) -> None:
         self.hook.client.terminate_job(jobId=external_id, reason="Task killed by the user")
 
-    def _adopted(self, external_id: str) -> bool:
-        """Whether this try submitted a job but converged on an earlier try's: its links name ours."""
-        return self.job_id is not None and str(self.job_id) != str(external_id)
-
-    def durable_poll(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
-        adopted = self._adopted(external_id)
+    def durable_poll(self, external_id: str, context: Context, reconnect: bool) -> None:
         self.job_id = external_id
-        if reconnect or adopted:
+        if reconnect:
             self._persist_job_details_link(context)
-        if self.wait_for_completion:
+        if self.durable_waits():
             # Links, the wait (hook polling or custom waiters, CloudWatch logs), check_job_success.
             self.monitor_job(context)
 
-    def durable_defer(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
-        adopted = self._adopted(external_id)
+    def durable_defer(self, external_id: str, context: Context, reconnect: bool) -> None:
         self.job_id = external_id
-        if reconnect or adopted:
+        if reconnect:
             self._persist_job_details_link(context)
         # The provider's deferrable branch of execute(), after its submit_job.
         job = self._persist_links(context)
@@ -166,14 +147,7 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
             method_name="execute_complete",
         )
 
-    def durable_event_id(self, event: Any) -> str:
-        if not isinstance(event, dict):
-            raise ValueError(f"expected a dict event, got {type(event).__name__}")
-        if event.get("status") not in ("success", "error"):
-            raise ValueError(f"event status must be 'success' or 'error', got {event.get('status')!r}")
-        return self.durable_parse_id(event.get("job_id"))
-
-    def durable_result(self, external_id: str, context: Mapping[str, Any], already_succeeded: bool) -> str:
+    def durable_result(self, external_id: str, context: Context, already_succeeded: bool) -> str:
         self.job_id = external_id
         if already_succeeded:
             # No submit, wait or deferral ran in this try: persist the links they would have.
@@ -182,7 +156,7 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
             self._persist_cloudwatch_link(context)
         return external_id
 
-    def _persist_job_details_link(self, context: Mapping[str, Any]) -> None:
+    def _persist_job_details_link(self, context: Context) -> None:
         provider.BatchJobDetailsLink.persist(
             context=context,
             operator=self,

@@ -1,7 +1,7 @@
 """Durable BigQuery: a drop-in replacement for the google provider's ``BigQueryInsertJobOperator``.
 
 How BigQuery submits, reports, classifies, defers and returns — the durable logic is in
-:mod:`airflow_durable.engine`.
+`airflow_durable.engine`.
 
 * Submission uses a caller-chosen job id derived from the task instance and generation
   (``{job_id or airflow_<dag>_<task>}_<token>``). BigQuery answers ``409 Already Exists`` to a second
@@ -23,17 +23,18 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-# The hook, trigger and exceptions are reached through the provider operator module's names at call time,
-# as upstream does: a test that patches ``airflow.providers.google.cloud.operators.bigquery.BigQueryHook``
-# patches ours too.
-from airflow.providers.google.cloud.operators import bigquery as provider
+from airflow_durable.engine import DurableJobEngine, JobNotFoundError
+from airflow_durable.operators import provider_required
 
-from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
+with provider_required(__name__):
+    # The hook, trigger and exceptions are reached through the provider operator module's names at call
+    # time, as upstream does: a test that patches
+    # ``airflow.providers.google.cloud.operators.bigquery.BigQueryHook`` patches ours too.
+    from airflow.providers.google.cloud.operators import bigquery as provider
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from airflow.providers.google.cloud.hooks.bigquery import BigQueryHook
+    from airflow.sdk import Context
 
     from airflow_durable.engine import DurableToken
 
@@ -42,8 +43,6 @@ __all__ = ["DurableBigQueryInsertJobOperator", "durable_job_id"]
 #: BigQuery job ids: letters, digits, underscores and dashes, at most 1024 characters.
 _JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,1024}$")
 _NOT_JOB_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
-# Raw statuses of the provider's get_job_status: job.state while not DONE, then success / error.
-_ACTIVE = frozenset({"PENDING", "RUNNING"})
 
 
 def durable_job_id(configured_job_id: str | None, dag_id: str, task_id: str, token: DurableToken) -> str:
@@ -66,11 +65,17 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
     Stored under the task-state-store key ``airflow_durable.bigquery_insert_job`` (fixed).
     """
 
-    external_id_key = "airflow_durable.bigquery_insert_job"
-    durable_system = "bigquery"
     durable_locator_fields = ("gcp_conn_id", "project_id", "location")
+    # Raw statuses of the provider's get_job_status: job.state while not DONE, then success / error
+    # (failed, or cancelled: errorResult.reason "stopped").
+    durable_active_statuses = frozenset({"PENDING", "RUNNING"})
+    durable_succeeded_statuses = frozenset({"success"})
+    durable_failed_statuses = frozenset({"error"})
+    durable_event_id_key = "job_id"
+    # The provider's error events name no job: they are about the tracked one.
+    durable_event_statuses, durable_anonymous_event_statuses = frozenset({"success"}), frozenset({"error"})
 
-    def execute(self, context: Mapping[str, Any], **runner_kwargs: Any) -> Any:
+    def execute(self, context: Context, **runner_kwargs: Any) -> Any:
         # As upstream: remember the job_id the user configured before anything overwrites self.job_id
         # (the decision step's status read does, through the provider's link bookkeeping).
         self._configured_job_id = self.job_id
@@ -86,7 +91,7 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
         return self.hook
 
     # ------------------------------------------------------------------ the adapter contract
-    def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> str:
+    def durable_submit(self, context: Context, token: DurableToken | None) -> str:
         if token is None or not self.force_rerun:
             # Degraded path, or force_rerun=False: the provider's own id and 409/reattach_states rules.
             return self.submit_job(context)
@@ -96,6 +101,7 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
         self.log.info("Executing: %s", self.configuration)
         if self.sql:
             self.log.info("SQL query:\n%s", self.sql)
+        job: Any  # insert_job's QueryJob, or get_job's (which may be an UnknownJob)
         try:
             job = self._submit_job(hook, self.job_id)
         except provider.Conflict:
@@ -113,11 +119,11 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
         return job.job_id
 
     def durable_parse_id(self, value: Any) -> str:
-        if not isinstance(value, str) or not _JOB_ID.match(value):
+        if not isinstance(value, str) or not _JOB_ID.match(value):  # stricter than the default
             raise ValueError(f"a BigQuery job id is a string of [A-Za-z0-9_-] (1-1024 chars), got {value!r}")
         return value
 
-    def durable_status(self, external_id: str, context: Mapping[str, Any]) -> str:
+    def durable_status(self, external_id: str, context: Context) -> str:
         self._durable_hook()
         # Also keeps the provider's link XComs and self._job for the poll / defer that follows.
         status = self.get_job_status(external_id, context)
@@ -125,25 +131,16 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
             raise JobNotFoundError(external_id)
         return status
 
-    def durable_phase(self, status: str) -> JobPhase | None:
-        if status in _ACTIVE:
-            return JobPhase.ACTIVE
-        if status == "success":
-            return JobPhase.SUCCEEDED
-        if status == "error":  # failed, or cancelled (errorResult.reason "stopped")
-            return JobPhase.FAILED
-        return None
-
     def durable_cancel(self, external_id: str) -> None:
         self._durable_hook().cancel_job(
             job_id=external_id, project_id=self.project_id, location=self.location
         )
 
-    def durable_poll(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_poll(self, external_id: str, context: Context, reconnect: bool) -> None:
         self.job_id = external_id
         self.poll_until_complete(external_id, context)
 
-    def durable_defer(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_defer(self, external_id: str, context: Context, reconnect: bool) -> None:
         # The provider's deferrable execute after its submit: defer while the job runs, otherwise
         # complete inline (raising if it failed).
         self.job_id = external_id
@@ -165,19 +162,7 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
         self.log.info("Current state of job %s is %s", job.job_id, job.state)
         self._handle_job_error(job)
 
-    def durable_event_id(self, event: Any) -> str | None:
-        if not isinstance(event, dict):
-            raise ValueError(f"expected a dict event, got {type(event).__name__}")
-        status = event.get("status")
-        if status == "error":
-            if not isinstance(event.get("message"), str):
-                raise ValueError("an error event without a message")
-            return None  # the provider's error events name no job: it is the tracked one
-        if status != "success":
-            raise ValueError(f"unknown event status {status!r}")
-        return self.durable_parse_id(event.get("job_id"))
-
-    def durable_result(self, external_id: str, context: Mapping[str, Any], already_succeeded: bool) -> str:
+    def durable_result(self, external_id: str, context: Context, already_succeeded: bool) -> str:
         job = getattr(self, "_job", None)
         if already_succeeded and (job is None or job.job_id != external_id):
             # No submit or status read ran in this try: push the link XComs they would have pushed.

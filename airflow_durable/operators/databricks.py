@@ -1,7 +1,7 @@
 """Durable Databricks operators: drop-in replacements for the provider's submit-run and run-now.
 
 How Databricks submits, reports, classifies, defers and returns — the durable logic is in
-:mod:`airflow_durable.engine`.
+`airflow_durable.engine`.
 
 * Submission carries Databricks' native ``idempotency_token`` (derived from the task instance and
   generation), so a retry after a crash between submit and persist gets the run it already started.
@@ -16,40 +16,55 @@ How Databricks submits, reports, classifies, defers and returns — the durable 
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
-# The hook (the provider's own ``_hook``), trigger and helpers are reached through the provider operator
-# module's names at call time, as upstream does: a test that patches
-# ``airflow.providers.databricks.operators.databricks.DatabricksHook`` patches ours too.
-from airflow.providers.databricks.operators import databricks as provider
-
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
-from airflow_durable.shims import databricks as compat
+from airflow_durable.operators import provider_required
+
+with provider_required(__name__):
+    # The hook (the provider's own ``_hook``), trigger and helpers are reached through the provider
+    # operator module's names at call time, as upstream does: a test that patches
+    # ``airflow.providers.databricks.operators.databricks.DatabricksHook`` patches ours too.
+    from airflow.providers.databricks.operators import databricks as provider
+
+    from airflow_durable.shims import databricks as compat
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator
+
+    from airflow.sdk import Context
 
     from airflow_durable.engine import DurableToken
 
 __all__ = ["DurableDatabricksRunNowOperator", "DurableDatabricksSubmitRunOperator"]
 
-# Databricks run life cycle states (hooks/databricks.py RunState.RUN_LIFE_CYCLE_STATES).
-_ACTIVE_LIFE_CYCLE = frozenset({"PENDING", "QUEUED", "RUNNING", "TERMINATING", "BLOCKED", "WAITING_FOR_RETRY"})
-_TERMINAL_LIFE_CYCLE = frozenset({"TERMINATED", "SKIPPED", "INTERNAL_ERROR"})
-
 
 class _DatabricksRunAdapter(DurableJobEngine):
     """What both Databricks operators share: a run id, ``runs/get``, ``runs/cancel``, the trigger."""
 
-    run_id: int | None
+    durable_abstract = True
+    # Run life cycle states (hooks/databricks.py RunState.RUN_LIFE_CYCLE_STATES); the status is
+    # ``LIFE_CYCLE:RESULT`` and only ``TERMINATED:SUCCESS`` succeeded.
+    durable_active_statuses = frozenset(
+        {"PENDING", "QUEUED", "RUNNING", "TERMINATING", "BLOCKED", "WAITING_FOR_RETRY"}
+    )
+    durable_succeeded_statuses = frozenset({"TERMINATED:SUCCESS"})
+    durable_failed_statuses = frozenset({"TERMINATED", "SKIPPED", "INTERNAL_ERROR"})
+    durable_locator_fields = ("databricks_conn_id",)
+    durable_id_type, durable_id_name = int, "Databricks run id"
+    durable_event_id_key, durable_event_statuses = "run_id", None
 
-    def _payload(self, context: Mapping[str, Any]) -> dict[str, Any]:
+    run_id: int | None
+    _hook: Any
+
+    def _payload(self, context: Context) -> dict[str, Any]:
         raise NotImplementedError
 
     def _start_run(self, payload: dict[str, Any]) -> int:
         raise NotImplementedError
 
-    def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> int:
+    def durable_submit(self, context: Context, token: DurableToken | None) -> int:
         payload = self._payload(context)
         if token is not None:
             payload.setdefault("idempotency_token", token.text)
@@ -57,60 +72,95 @@ class _DatabricksRunAdapter(DurableJobEngine):
         self.run_id = self._start_run(payload)
         return self.run_id
 
-    def durable_parse_id(self, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"a Databricks run id is a positive integer, got {value!r}")
-        return value
-
-    def durable_status(self, external_id: int, context: Mapping[str, Any]) -> str:
+    def durable_status(self, external_id: int, context: Context) -> str:
         try:
             run_info = self._hook.get_run(external_id)
         except Exception as err:
             if compat.is_not_found(err):
                 raise JobNotFoundError(external_id) from err
             raise
+        # The provider's wait and result read the run again at once (job id, page URL, state): they get
+        # this answer instead, once each (see _known_run).
+        self.__dict__["_durable_run_info"] = (external_id, run_info)
         state = run_info.get("state") or {}
         life_cycle = state.get("life_cycle_state")
         result = state.get("result_state") or ""
         return f"{life_cycle}:{result}"
 
     def durable_phase(self, status: str) -> JobPhase | None:
-        life_cycle, _, result = status.partition(":")
-        if life_cycle in _ACTIVE_LIFE_CYCLE:
-            return JobPhase.ACTIVE
-        if life_cycle in _TERMINAL_LIFE_CYCLE:
-            return JobPhase.SUCCEEDED if (life_cycle, result) == ("TERMINATED", "SUCCESS") else JobPhase.FAILED
-        return None
+        # Composite: the whole status where it succeeded, otherwise its life cycle state decides.
+        succeeded = status in self.durable_succeeded_statuses
+        return super().durable_phase(status if succeeded else status.partition(":")[0])
 
     def durable_cancel(self, external_id: int) -> None:
         self._hook.cancel_run(external_id)
 
-    def durable_poll(self, external_id: int, context: Mapping[str, Any], reconnect: bool) -> None:
-        self.run_id = external_id
-        provider._handle_databricks_operator_execution(self, self._hook, self.log, context)
+    @contextlib.contextmanager
+    def _known_run(self, run_id: int) -> Iterator[None]:
+        """While the provider's handler runs, its first ``runs/get`` reads of ``run_id`` (``get_job_id``,
+        ``get_run_page_url``, ``get_run``: one call each) are answered with what the decision just read."""
+        known = self.__dict__.pop("_durable_run_info", None)
+        if known is None or known[0] != run_id:
+            yield
+            return
+        run, hook = known[1], self._hook
+        fields = {"get_run": None, "get_job_id": "job_id", "get_run_page_url": "run_page_url"}
+        answers = {
+            name: run if key is None else run[key]
+            for name, key in fields.items()
+            if key is None or key in run
+        }
+        saved = {name: vars(hook).get(name) for name in answers}
 
-    def durable_defer(self, external_id: int, context: Mapping[str, Any], reconnect: bool) -> None:
+        def once(name: str, real: Any) -> Any:
+            def answer(*args: Any, **kwargs: Any) -> Any:
+                if args == (run_id,) and not kwargs and name in answers:
+                    return answers.pop(name)
+                return real(*args, **kwargs)
+
+            return answer
+
+        for name in answers:
+            setattr(hook, name, once(name, getattr(hook, name)))
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    vars(hook).pop(name, None)
+                else:
+                    setattr(hook, name, value)
+
+    def durable_poll(self, external_id: int, context: Context, reconnect: bool) -> None:
+        self.run_id = external_id
+        with self._known_run(external_id):
+            provider._handle_databricks_operator_execution(self, self._hook, self.log, context)
+
+    def durable_defer(self, external_id: int, context: Context, reconnect: bool) -> None:
         self.run_id = external_id
         # Pushes job_id / run_id / run_page_url, then defers to DatabricksExecutionTrigger — or calls
         # execute_complete inline when the run is already terminal.
-        provider._handle_deferrable_databricks_operator_execution(self, self._hook, self.log, context)
+        with self._known_run(external_id):
+            provider._handle_deferrable_databricks_operator_execution(self, self._hook, self.log, context)
 
     def durable_event_id(self, event: Any) -> int:
-        if not isinstance(event, dict):
-            raise ValueError(f"expected a dict event, got {type(event).__name__}")
-        provider.validate_trigger_event(event)
-        provider.RunState.from_json(event["run_state"])
-        return self.durable_parse_id(event["run_id"])
+        if isinstance(event, dict):
+            provider.validate_trigger_event(event)
+            provider.RunState.from_json(event["run_state"])
+        return super().durable_event_id(event)
 
-    def durable_result(self, external_id: int, context: Mapping[str, Any], already_succeeded: bool) -> None:
+    def durable_result(self, external_id: int, context: Context, already_succeeded: bool) -> None:
         self.run_id = external_id
         if already_succeeded and self.do_xcom_push:
             # No poll or deferral ran in this try: push what the provider's path would have pushed.
             ti = context["ti"]
-            if self.deferrable:
-                ti.xcom_push(key=provider.XCOM_JOB_ID_KEY, value=self._hook.get_job_id(external_id))
-            ti.xcom_push(key=provider.XCOM_RUN_ID_KEY, value=external_id)
-            ti.xcom_push(key=provider.XCOM_RUN_PAGE_URL_KEY, value=self._hook.get_run_page_url(external_id))
+            with self._known_run(external_id):  # the decision just read the run
+                if self.deferrable:
+                    ti.xcom_push(key=provider.XCOM_JOB_ID_KEY, value=self._hook.get_job_id(external_id))
+                ti.xcom_push(key=provider.XCOM_RUN_ID_KEY, value=external_id)
+                ti.xcom_push(
+                    key=provider.XCOM_RUN_PAGE_URL_KEY, value=self._hook.get_run_page_url(external_id)
+                )
         return None
 
 
@@ -123,11 +173,7 @@ class DurableDatabricksSubmitRunOperator(_DatabricksRunAdapter, provider.Databri
     Stored under the task-state-store key ``airflow_durable.databricks_submit_run`` (fixed).
     """
 
-    external_id_key = "airflow_durable.databricks_submit_run"
-    durable_system = "databricks"
-    durable_locator_fields = ("databricks_conn_id",)
-
-    def _payload(self, context: Mapping[str, Any]) -> dict[str, Any]:
+    def _payload(self, context: Context) -> dict[str, Any]:
         return compat.submit_payload(self, context)
 
     def _start_run(self, payload: dict[str, Any]) -> int:
@@ -143,17 +189,13 @@ class DurableDatabricksRunNowOperator(_DatabricksRunAdapter, provider.Databricks
     Stored under the task-state-store key ``airflow_durable.databricks_run_now`` (fixed).
     """
 
-    external_id_key = "airflow_durable.databricks_run_now"
-    durable_system = "databricks"
-    durable_locator_fields = ("databricks_conn_id",)
-
-    def _payload(self, context: Mapping[str, Any]) -> dict[str, Any]:
+    def _payload(self, context: Context) -> dict[str, Any]:
         return compat.run_now_payload(self, context)
 
     def _start_run(self, payload: dict[str, Any]) -> int:
         return self._hook.run_now(payload)
 
-    def durable_poll(self, external_id: int, context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_poll(self, external_id: int, context: Context, reconnect: bool) -> None:
         # The provider's repair path reads the merged payload; on reconnect no submit built it, and
         # rebuilding it must not re-run cancel_previous_runs (that would cancel the run we rejoin).
         compat.prepare_run_now_reconnect(self, context)

@@ -1,99 +1,50 @@
 """Durable dbt Cloud operator: a drop-in replacement for the provider's ``DbtCloudRunJobOperator``.
 
-How dbt Cloud submits, reports, classifies, defers and returns — the durable logic is in
-:mod:`airflow_durable.engine`.
+How dbt Cloud submits, reports, classifies, defers and returns; the durable logic is in
+`airflow_durable.engine` (details: ``docs/systems/dbt-cloud.md``).
 
-* The v2 API has no idempotency key, so the token travels in the run's ``cause``: the user's
-  ``trigger_reason`` (truncated if needed, never the token) plus `` [afd-…-g<n>]``, at most 255
-  characters. When a try died inside the submit→persist window, the retry lists the job's newest runs
-  (``get_job_runs`` with ``include_related=["trigger"]``) and adopts only a run whose cause carries
-  exactly this token; no run of anyone else is ever adopted. Every try also looks the token up right
-  after triggering, so two tries that triggered at the same instant both adopt the earliest run and
-  cancel the other (:meth:`DurableDbtCloudRunJobOperator.durable_find_all`).
-* Status is the run's ``status`` from ``GET runs/{id}/`` (QUEUED, STARTING, RUNNING, SUCCESS, ERROR,
-  CANCELLED); a 404 means the run is gone.
-* Waiting reuses the provider hook's ``wait_for_job_run_status`` (``deferrable=False``) or defers to the
-  provider's ``DbtCloudRunJobTrigger`` (``deferrable=True``) with ``end_time`` = now + ``timeout``, on a
-  reconnect too.
-* Result and XComs are the provider's: ``job_run_url`` and ``job_run_id`` on every path, return value
-  the run id.
+* The v2 API has no idempotency key: the token travels in the run's ``cause`` (`cause_with_token`), and
+  a retry after a crash in the submit→persist window, or a try that triggered at the same instant as
+  another, adopts the earliest run of the job whose cause carries exactly this token
+  (`DurableDbtCloudRunJobOperator.durable_find_all`); no run of anyone else is ever adopted.
+* Status is the run's ``status`` from ``GET runs/{id}/``; a 404 means the run is gone.
+* Waiting is the provider hook's ``wait_for_job_run_status`` or its ``DbtCloudRunJobTrigger``, with
+  ``end_time`` = now + ``timeout`` on a reconnect too. XComs (``job_run_url``, ``job_run_id``) and the
+  return value (the run id) are the provider's, on every path.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import re
 import time
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
-# The hook, trigger and helpers are reached through the provider operator module's names at call time, as
-# upstream does: a test that patches e.g. ``airflow.providers.dbt.cloud.operators.dbt.DbtCloudRunJobTrigger``
-# patches ours too.
-from airflow.providers.dbt.cloud.hooks.dbt import DBT_CAUSE_MAX_LENGTH
-from airflow.providers.dbt.cloud.operators import dbt as provider
+from airflow_durable.engine import DurableJobEngine, JobNotFoundError, earliest_first, tokens_in
+from airflow_durable.operators import _text, provider_required
+from airflow_durable.operators._text import CAUSE_TOKEN_KEY
 
-from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
+with provider_required(__name__):
+    # The hook, trigger and helpers are reached through the provider operator module's names at call time,
+    # as upstream does: a test that patches e.g. ``DbtCloudRunJobTrigger`` in
+    # ``airflow.providers.dbt.cloud.operators.dbt`` patches ours too.
+    from airflow.providers.dbt.cloud.hooks.dbt import DBT_CAUSE_MAX_LENGTH
+    from airflow.providers.dbt.cloud.operators import dbt as provider
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from airflow.sdk import Context
 
     from airflow_durable.engine import DurableToken
 
-__all__ = ["DurableDbtCloudRunJobOperator", "cause_with_token"]
+__all__ = ["CAUSE_TOKEN_KEY", "DurableDbtCloudRunJobOperator", "cause_with_token", "tokens_in"]
 
 _NAMES = {
     status.value: status.name for status in provider.DbtCloudJobRunStatus if isinstance(status.value, int)
 }
-_ACTIVE = frozenset({"QUEUED", "STARTING", "RUNNING"})
-_FAILED = frozenset({"ERROR", "CANCELLED"})
-_TOKEN_RE = re.compile(r"afd-[0-9a-f]{40}-g[0-9]+")
-#: The key the token goes under when the cause is a JSON object (OpenLineage parent-job injection).
-CAUSE_TOKEN_KEY = "airflow_durable_token"
 
 
 def cause_with_token(reason: str | None, token: str, limit: int = DBT_CAUSE_MAX_LENGTH) -> str:
-    """The run ``cause`` carrying ``token``: at most ``limit`` characters, the token never cut.
-
-    A plain reason gets `` [<token>]`` appended, truncated with ``...`` to make room. A JSON object
-    (what ``openlineage_inject_parent_job_info`` writes) gets the token as one more key, so consumers can
-    still parse it; if that does not fit, the ``root`` block is dropped (as the provider itself does),
-    and failing that the plain form is used.
-    """
-    text = reason or ""
-    try:
-        parsed = json.loads(text) if text.lstrip().startswith("{") else None
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
-        for candidate in (parsed, {k: v for k, v in parsed.items() if k != "root"}):
-            serialized = json.dumps({**candidate, CAUSE_TOKEN_KEY: token}, separators=(",", ":"))
-            if len(serialized) <= limit:
-                return serialized
-    suffix = f" [{token}]"
-    room = limit - len(suffix)
-    if room < 0:
-        raise ValueError(f"token {token!r} does not fit in a {limit}-character cause")
-    if len(text) > room:
-        text = text[: max(room - 3, 0)].rstrip() + "..." if room >= 3 else ""
-    return f"{text}{suffix}" if text else token
-
-
-def _created(created_at: str) -> tuple[int, Any]:
-    """A sort key for a run's ``created_at`` (ISO 8601); text dbt Cloud never sends sorts after any date."""
-    try:
-        parsed = dt.datetime.fromisoformat(created_at)
-    except ValueError:
-        return (1, created_at)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return (0, parsed.timestamp())
-
-
-def tokens_in(cause: str | None) -> set[str]:
-    """Every airflow-durable token in a run's cause (whole tokens: ``-g1`` never matches ``-g12``)."""
-    return set(_TOKEN_RE.findall(cause or ""))
+    """The run ``cause`` carrying ``token``, at most ``limit`` characters (see `_text.cause_with_token`)."""
+    return _text.cause_with_token(reason, token, limit)
 
 
 class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOperator):
@@ -111,9 +62,12 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
     Stored under the task-state-store key ``airflow_durable.dbt_cloud_run_job`` (fixed).
     """
 
-    external_id_key = "airflow_durable.dbt_cloud_run_job"
-    durable_system = "dbt-cloud"
     durable_locator_fields = ("dbt_cloud_conn_id", "account_id")
+    durable_active_statuses = frozenset({"QUEUED", "STARTING", "RUNNING"})
+    durable_succeeded_statuses = frozenset({"SUCCESS"})
+    durable_failed_statuses = frozenset({"ERROR", "CANCELLED"})
+    durable_id_type, durable_id_name = int, "dbt Cloud run id"
+    durable_event_id_key, durable_event_statuses = "run_id", None
     #: How many of the job's newest runs the token lookup reads (pages of 100) before giving up.
     durable_lookup_runs: ClassVar[int] = 500
     #: The v2 API has no idempotency key: after triggering, every try adopts the earliest run carrying
@@ -126,7 +80,7 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         return self.__dict__.setdefault("_durable_href_cache", {})
 
     # ------------------------------------------------------------------ what upstream's execute does first
-    def _durable_prepare(self, context: Mapping[str, Any]) -> None:
+    def _durable_prepare(self, context: Context) -> None:
         """The default cause, the OpenLineage injection and the job id, exactly as upstream's ``execute``."""
         if self.__dict__.get("_durable_prepared"):
             return
@@ -142,9 +96,9 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         self.job_id = self._resolve_job_id()
         self.__dict__["_durable_prepared"] = True
 
-    def _push_run_xcoms(self, context: Mapping[str, Any], run_id: int, job_run_url: str | None) -> None:
+    def _push_run_xcoms(self, context: Context, run_id: int) -> None:
         # Upstream pushes both unconditionally (the extra link reads job_run_url), whatever happens next.
-        context["ti"].xcom_push(key="job_run_url", value=job_run_url)
+        context["ti"].xcom_push(key="job_run_url", value=self._href(run_id))
         context["ti"].xcom_push(key="job_run_id", value=run_id)
 
     def _href(self, run_id: int) -> str | None:
@@ -163,21 +117,18 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         return self._durable_hrefs[run_id]
 
     # ------------------------------------------------------------------ the adapter contract
-    def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> int:
+    def durable_submit(self, context: Context, token: DurableToken | None) -> int:
         self._durable_prepare(context)
         reason = self.trigger_reason
-        if token is not None:
-            self.trigger_reason = cause_with_token(reason, token.text)
-        try:
-            # Upstream's own path: reuse_existing_run, retry_from_failure (/rerun/ on try > 1), /run/.
+        cause = cause_with_token(reason, token.text) if token is not None else reason
+        # Upstream's own path: reuse_existing_run, retry_from_failure (/rerun/ on try > 1), /run/.
+        with self.durable_overriding(trigger_reason=cause):
             self.run_id, job_run_url = self._get_or_trigger_run(context)  # type: ignore[arg-type]
-        finally:
-            self.trigger_reason = reason
         self._durable_hrefs[self.run_id] = job_run_url
-        self._push_run_xcoms(context, self.run_id, job_run_url)
+        self._push_run_xcoms(context, self.run_id)
         return self.run_id
 
-    def durable_find_all(self, token: DurableToken, context: Mapping[str, Any]) -> list[int]:
+    def durable_find_all(self, token: DurableToken, context: Context) -> list[int]:
         """Every run of the job whose cause carries ``token``, earliest created first (ties: by run id).
 
         Reads the job's newest ``durable_lookup_runs`` runs, newest first; a run created while paging
@@ -185,7 +136,7 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         """
         self._durable_prepare(context)
         page, offset = 100, 0
-        found: dict[int, str] = {}
+        found: dict[int, Any] = {}
         while offset < self.durable_lookup_runs:
             runs = (
                 self.hook.get_job_runs(
@@ -204,21 +155,16 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
                 if token.text in tokens_in((run.get("trigger") or {}).get("cause")):
                     run_id = self.durable_parse_id(run.get("id"))
                     self._durable_hrefs[run_id] = run.get("href")
-                    found[run_id] = str(run.get("created_at") or "")
+                    found[run_id] = run.get("created_at")
             if len(runs) < page:
                 break
             offset += page
-        run_ids = sorted(found, key=lambda run_id: (_created(found[run_id]), run_id))
+        run_ids = earliest_first(found)
         if run_ids:
             self.log.info("task %s: runs carrying token %s: %s", self.task_id, token.text, run_ids)
         return run_ids
 
-    def durable_parse_id(self, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"a dbt Cloud run id is a positive integer, got {value!r}")
-        return value
-
-    def durable_status(self, external_id: int, context: Mapping[str, Any]) -> str:
+    def durable_status(self, external_id: int, context: Context) -> str:
         try:
             data = self.hook.get_job_run(run_id=external_id, account_id=self.account_id).json()["data"]
         except Exception as err:
@@ -230,25 +176,14 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         status = data.get("status")
         return _NAMES.get(status, str(status))
 
-    def durable_phase(self, status: str) -> JobPhase | None:
-        if status in _ACTIVE:
-            return JobPhase.ACTIVE
-        if status == "SUCCESS":
-            return JobPhase.SUCCEEDED
-        if status in _FAILED:
-            return JobPhase.FAILED
-        return None
-
     def durable_cancel(self, external_id: int) -> None:
         self.hook.cancel_job_run(run_id=external_id, account_id=self.account_id)
 
-    def durable_poll(self, external_id: int, context: Mapping[str, Any], reconnect: bool) -> None:
-        # A try that triggered a run, then converged on an earlier try's, pushed its own run's XComs.
-        adopted = self.run_id is not None and self.run_id != external_id
+    def durable_poll(self, external_id: int, context: Context, reconnect: bool) -> None:
         self.run_id = external_id
-        if reconnect or adopted:
-            self._push_run_xcoms(context, external_id, self._href(external_id))
-        if not self.wait_for_termination:
+        if reconnect:
+            self._push_run_xcoms(context, external_id)
+        if not self.durable_waits():
             return
         # Upstream's sync wait; its timeout is measured from now, on a reconnect too.
         self.log.info("Waiting for job run %s to terminate.", external_id)
@@ -263,13 +198,11 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         else:
             raise provider.DbtCloudJobRunException(f"Job run {external_id} has failed or has been cancelled.")
 
-    def durable_defer(self, external_id: int, context: Mapping[str, Any], reconnect: bool) -> None:
-        # A try that triggered a run, then converged on an earlier try's, pushed its own run's XComs.
-        adopted = self.run_id is not None and self.run_id != external_id
+    def durable_defer(self, external_id: int, context: Context, reconnect: bool) -> None:
         self.run_id = external_id
-        if reconnect or adopted:
-            self._push_run_xcoms(context, external_id, self._href(external_id))
-        if not self.wait_for_termination:
+        if reconnect:
+            self._push_run_xcoms(context, external_id)
+        if not self.durable_waits():
             if self.deferrable is True:
                 warnings.warn(
                     "Argument `wait_for_termination` is False and `deferrable` is True , hence "
@@ -303,14 +236,13 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         )
 
     def durable_event_id(self, event: Any) -> int:
-        if not isinstance(event, dict):
-            raise ValueError(f"expected a dict event, got {type(event).__name__}")
-        provider.validate_execute_complete_event(event)
-        return self.durable_parse_id(event.get("run_id"))
+        if isinstance(event, dict):
+            provider.validate_execute_complete_event(event)
+        return super().durable_event_id(event)
 
-    def durable_result(self, external_id: int, context: Mapping[str, Any], already_succeeded: bool) -> int:
+    def durable_result(self, external_id: int, context: Context, already_succeeded: bool) -> int:
         self.run_id = external_id
         if already_succeeded:
             # No submit, poll or deferral ran in this try: push what they would have.
-            self._push_run_xcoms(context, external_id, self._href(external_id))
+            self._push_run_xcoms(context, external_id)
         return external_id

@@ -1,7 +1,7 @@
 """Durable EMR operators: drop-in replacements for the provider's add-steps, Serverless and on-EKS operators.
 
 How each EMR flavour submits, reports, classifies, defers and returns — the durable logic is in
-:mod:`airflow_durable.engine`. Each ``durable_submit`` runs the provider's own ``execute`` with waiting
+`airflow_durable.engine`. Each ``durable_submit`` runs the provider's own ``execute`` with waiting
 switched off, so cluster/application resolution, OpenLineage injection, XComs and links stay the
 provider's; only the idempotency carrier is ours.
 
@@ -18,31 +18,34 @@ provider's; only the idempotency carrier is ours.
 * **EMR on EKS**: ``clientToken`` is the token (``client_request_token=`` wins); a retry reconnects by
   job id, and looks the job up by name and token (``ListJobRuns(name=…)``) if the submit was interrupted.
 
-Where the provider operator only submits (``wait_for_completion=False`` and not deferrable), the task's
-work is done once the job exists: a retry that finds it, in whatever state, returns its id.
+Where the provider operator only submits (``wait_for_completion=False``), the task's work is done once
+the job exists: a retry that finds it, in whatever state, returns its id (the engine's policy).
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
 import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-# Hooks, triggers and helpers are reached through the provider operator module's names at call time, as
-# upstream does: a test that patches e.g. ``airflow.providers.amazon.aws.operators.emr.EmrAddStepsTrigger``
-# patches ours too.
-from airflow.providers.amazon.aws.hooks import emr as provider_hooks
-from airflow.providers.amazon.aws.operators import emr as provider
-from airflow.providers.common.compat.sdk import AirflowException
-from botocore.exceptions import ClientError
-
 from airflow_durable import shims
-from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
+from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase, earliest_first
+from airflow_durable.operators import provider_required
+from airflow_durable.operators._text import marked_name
+from airflow_durable.shims.aws import error_code
+
+with provider_required(__name__):
+    # Hooks, triggers and helpers are reached through the provider operator module's names at call time,
+    # as upstream does: a test that patches e.g. ``EmrAddStepsTrigger`` in
+    # ``airflow.providers.amazon.aws.operators.emr`` patches ours too.
+    from airflow.providers.amazon.aws.hooks import emr as provider_hooks
+    from airflow.providers.amazon.aws.operators import emr as provider
+    from airflow.providers.common.compat.sdk import AirflowException
+    from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from airflow.sdk import Context
 
     from airflow_durable.engine import DurableToken
 
@@ -52,77 +55,14 @@ __all__ = [
     "DurableEmrServerlessStartJobOperator",
 ]
 
-# botocore emr StepState.
-_STEP_ACTIVE = frozenset({"PENDING", "RUNNING", "CANCEL_PENDING"})
-_STEP_FAILED = frozenset({"FAILED", "CANCELLED", "INTERRUPTED"})
-_STEP_SUCCEEDED = "COMPLETED"
 _STEP_NAME_MAX = 256
 # ListSteps accepts at most 10 StepIds per call.
 _LIST_STEPS_IDS_MAX = 10
-
-# botocore emr-serverless JobRunState: the hook's INTERMEDIATE set lacks QUEUED.
-_SERVERLESS_ACTIVE = frozenset(provider.EmrServerlessHook.JOB_INTERMEDIATE_STATES) | {"QUEUED"}
-_SERVERLESS_FAILED = frozenset(provider.EmrServerlessHook.JOB_FAILURE_STATES)
-_SERVERLESS_SUCCEEDED = frozenset(provider.EmrServerlessHook.JOB_SUCCESS_STATES)
-
-_CONTAINER_ACTIVE = frozenset(provider.EmrContainerHook.INTERMEDIATE_STATES)
-_CONTAINER_FAILED = frozenset(provider.EmrContainerHook.FAILURE_STATES)
-_CONTAINER_SUCCEEDED = frozenset(provider.EmrContainerHook.SUCCESS_STATES)
-
-
-def _error_code(err: BaseException) -> str | None:
-    if isinstance(err, ClientError):
-        return err.response.get("Error", {}).get("Code")
-    return None
-
-
-@contextlib.contextmanager
-def _overriding(obj: Any, **attrs: Any) -> Iterator[None]:
-    """Set attributes for the duration of one provider call, then restore them (even on TaskDeferred)."""
-    saved = {name: getattr(obj, name) for name in attrs}
-    for name, value in attrs.items():
-        setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(obj, name, value)
-
-
-def _phase(
-    status: str, active: frozenset[str], failed: frozenset[str], succeeded: frozenset[str]
-) -> JobPhase | None:
-    if status in active:
-        return JobPhase.ACTIVE
-    if status in succeeded:
-        return JobPhase.SUCCEEDED
-    if status in failed:
-        return JobPhase.FAILED
-    return None
-
-
-def _parse_str_id(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"an {what} id is a non-empty string, got {value!r}")
-    return value
-
-
-class _SubmitOnly:
-    """Where the provider operator does not wait, a job that exists is the task's whole result."""
-
-    def _waits(self) -> bool:
-        raise NotImplementedError
-
-    def _submit_only_phase(self, phase: JobPhase | None) -> JobPhase | None:
-        # Upstream's task succeeds as soon as the job is submitted; a retry that finds the job (any
-        # known state) must not submit it again. A user's clear starts a new epoch and submits anew.
-        if phase is None or self._waits():
-            return phase
-        return JobPhase.SUCCEEDED
+_NOT_FOUND = frozenset({"InvalidRequestException", "ResourceNotFoundException"})
 
 
 # =========================================================================== EMR steps
-class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddStepsOperator):
+class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator):
     """``EmrAddStepsOperator`` whose retries find the steps they already added instead of adding more.
 
     Same arguments, templated fields, XComs (``job_flow_id``), extra links and return value (the list
@@ -133,12 +73,17 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
     Stored under the task-state-store key ``airflow_durable.emr_add_steps`` (fixed).
     """
 
-    external_id_key = "airflow_durable.emr_add_steps"
-    durable_system = "emr-steps"
     durable_locator_fields = ("aws_conn_id", "job_flow_id")
-
-    def _waits(self) -> bool:
-        return bool(self.deferrable or self.wait_for_completion)
+    # botocore emr StepState; the status is the steps' states, comma-separated (see durable_phase).
+    durable_active_statuses = frozenset({"PENDING", "RUNNING", "CANCEL_PENDING"})
+    durable_succeeded_statuses = frozenset({"COMPLETED"})
+    durable_failed_statuses = frozenset({"FAILED", "CANCELLED", "INTERRUPTED"})
+    durable_id_type, durable_id_name = list[str], "EMR step id"
+    durable_event_id_key = "value"
+    #: The provider's deferrable path waits whatever ``wait_for_completion`` says.
+    durable_deferrable_waits = True
+    #: AddJobFlowSteps has no idempotency key: after adding, every try adopts the earliest marked set.
+    durable_converge_after_submit: ClassVar[bool] = True
 
     def _cluster_id(self) -> str:
         cluster_id = getattr(self, "_durable_cluster_id", None)
@@ -151,7 +96,7 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
             self._durable_cluster_id = cluster_id
         return cluster_id
 
-    def _announce(self, context: Mapping[str, Any]) -> None:
+    def _announce(self, context: Context) -> None:
         """The XCom and links the provider's execute pushes before adding steps (a new try lost them)."""
         cluster_id = self._cluster_id()
         if self.do_xcom_push:
@@ -172,10 +117,6 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
             log_uri=provider.get_log_uri(emr_client=self.hook.conn, job_flow_id=cluster_id),
         )
 
-    @staticmethod
-    def _marker(token: DurableToken, index: int, count: int) -> str:
-        return f"[{token.text} step {index}/{count}]"
-
     def _marked_steps(self, token: DurableToken) -> list[dict[str, Any]]:
         steps = self.steps
         if isinstance(steps, str):  # as the provider does: XCom or a .json file gives a string
@@ -184,29 +125,24 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
             raise AirflowException(
                 f"steps must be a list of EMR StepConfig dicts, got {type(steps).__name__}"
             )
-        marked = []
-        for index, step in enumerate(steps, start=1):
-            marker = self._marker(token, index, len(steps))
-            name = str(step.get("Name") or "").strip()
-            room = _STEP_NAME_MAX - len(marker) - 1
-            readable = name if len(name) <= room else name[: room - 1] + "…"
-            marked.append({**step, "Name": f"{readable} {marker}" if readable else marker})
-        return marked
+        count = len(steps)
+        return [
+            {
+                **step,
+                "Name": marked_name(step.get("Name"), f"[{token.text} step {i}/{count}]", _STEP_NAME_MAX),
+            }
+            for i, step in enumerate(steps, start=1)
+        ]
 
-    def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> list[str]:
-        overrides: dict[str, Any] = {"deferrable": False, "wait_for_completion": False}
-        if token is not None:
-            overrides["steps"] = self._marked_steps(token)
+    def durable_submit(self, context: Context, token: DurableToken | None) -> list[str]:
+        steps = self._marked_steps(token) if token is not None else self.steps
         # The provider's own execute: resolves the cluster, pushes job_flow_id and links, injects
         # OpenLineage, adds the steps — without waiting (we wait in durable_poll / durable_defer).
-        with _overriding(self, **overrides):
+        with self.durable_overriding(deferrable=False, wait_for_completion=False, steps=steps):
             step_ids = provider.EmrAddStepsOperator.execute(self, context)  # type: ignore[arg-type]
         return list(step_ids)
 
-    #: AddJobFlowSteps has no idempotency key: after adding, every try adopts the earliest marked set.
-    durable_converge_after_submit: ClassVar[bool] = True
-
-    def durable_find_all(self, token: DurableToken, context: Mapping[str, Any]) -> list[list[str]]:
+    def durable_find_all(self, token: DurableToken, context: Context) -> list[list[str]]:
         """Every set of steps added with ``token`` (one list of step ids per ``AddJobFlowSteps``), earliest
         first; ``[]`` if none.
 
@@ -248,12 +184,7 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
             self.log.info("task %s: steps carrying token %s: %s", self.task_id, token.text, found)
         return found
 
-    def durable_parse_id(self, value: Any) -> list[str]:
-        if not isinstance(value, list) or not value:
-            raise ValueError(f"EMR step ids are a non-empty list of strings, got {value!r}")
-        return [_parse_str_id(step_id, "EMR step") for step_id in value]
-
-    def durable_status(self, external_id: list[str], context: Mapping[str, Any]) -> str:
+    def durable_status(self, external_id: list[str], context: Context) -> str:
         states: dict[str, str] = {}
         for start in range(0, len(external_id), _LIST_STEPS_IDS_MAX):
             chunk = external_id[start : start + _LIST_STEPS_IDS_MAX]
@@ -261,7 +192,7 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
                 response = self.hook.conn.list_steps(ClusterId=self._cluster_id(), StepIds=chunk)
             except ClientError as err:
                 # An unknown/expired cluster: its steps are gone with it.
-                if _error_code(err) in ("InvalidRequestException", "ResourceNotFoundException"):
+                if error_code(err) in _NOT_FOUND:
                     raise JobNotFoundError(external_id) from err
                 raise
             for step in response.get("Steps", []):
@@ -271,16 +202,13 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
         return ",".join(states[step_id] for step_id in external_id)
 
     def durable_phase(self, status: str) -> JobPhase | None:
-        states = status.split(",")
-        if any(s not in _STEP_ACTIVE | _STEP_FAILED | {_STEP_SUCCEEDED} for s in states):
-            return None
-        if any(s in _STEP_FAILED for s in states):
-            phase = JobPhase.FAILED
-        elif any(s in _STEP_ACTIVE for s in states):
-            phase = JobPhase.ACTIVE
-        else:
-            phase = JobPhase.SUCCEEDED
-        return self._submit_only_phase(phase)
+        # Composite: any unknown step state is unknown, else any failed step fails the job, else any
+        # active step keeps it active.
+        phases = {DurableJobEngine.durable_phase(self, state) for state in status.split(",")}
+        for phase in (None, JobPhase.FAILED, JobPhase.ACTIVE):
+            if phase in phases:
+                return phase
+        return JobPhase.SUCCEEDED
 
     def durable_cancel(self, external_id: list[str]) -> None:
         # The provider has no on_kill; EMR can cancel pending steps and interrupt running ones.
@@ -288,10 +216,10 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
             ClusterId=self._cluster_id(), StepIds=external_id, StepCancellationOption="SEND_INTERRUPT"
         )
 
-    def durable_poll(self, external_id: list[str], context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_poll(self, external_id: list[str], context: Context, reconnect: bool) -> None:
         if reconnect:
             self._announce(context)
-        if not self.wait_for_completion:
+        if not self.durable_waits():
             return
         # The hook's own wait loop (EmrHook.add_job_flow_steps), without adding the steps.
         cluster_id = self._cluster_id()
@@ -316,7 +244,7 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
                         self.log.error("EMR Steps failed: %s", failure_details)
                 raise
 
-    def durable_defer(self, external_id: list[str], context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_defer(self, external_id: list[str], context: Context, reconnect: bool) -> None:
         if reconnect:
             self._announce(context)
         self.defer(
@@ -333,16 +261,7 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
             method_name="execute_complete",
         )
 
-    def durable_event_id(self, event: Any) -> list[str]:
-        if not isinstance(event, dict):
-            raise ValueError(f"expected a dict event, got {type(event).__name__}")
-        if event.get("status") not in ("success", "error"):
-            raise ValueError(f"unknown event status {event.get('status')!r}")
-        return self.durable_parse_id(event.get("value"))
-
-    def durable_result(
-        self, external_id: list[str], context: Mapping[str, Any], already_succeeded: bool
-    ) -> list[str]:
+    def durable_result(self, external_id: list[str], context: Context, already_succeeded: bool) -> list[str]:
         if already_succeeded:
             self._announce(context)
         return list(external_id)
@@ -352,7 +271,9 @@ class DurableEmrAddStepsOperator(_SubmitOnly, DurableJobEngine, provider.EmrAddS
 class _ServerlessCompletion(provider.EmrServerlessStartJobOperator):
     """The provider's ``execute_complete`` without its ``KeyError`` on failure events."""
 
-    def execute_complete(self, context: Mapping[str, Any], event: dict[str, Any] | None = None) -> Any:
+    durable: bool  # set by the engine's __init__
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         if isinstance(event, dict) and event.get("status") == "success":
             self.log.info("Serverless job completed")
             return event["job_details"]["job_id"]
@@ -379,7 +300,7 @@ class _ServerlessCompletion(provider.EmrServerlessStartJobOperator):
         raise AirflowException(f"EMR Serverless job failed or timed out in deferrable mode: {message}")
 
 
-class DurableEmrServerlessStartJobOperator(_SubmitOnly, DurableJobEngine, _ServerlessCompletion):
+class DurableEmrServerlessStartJobOperator(DurableJobEngine, _ServerlessCompletion):
     """``EmrServerlessStartJobOperator`` whose retries reconnect to the job run instead of starting another.
 
     Same arguments, templated fields, extra links and return value (the job run id) as the provider
@@ -395,18 +316,21 @@ class DurableEmrServerlessStartJobOperator(_SubmitOnly, DurableJobEngine, _Serve
     Stored under the task-state-store key ``airflow_durable.emr_serverless_start_job`` (fixed).
     """
 
-    external_id_key = "airflow_durable.emr_serverless_start_job"
-    durable_system = "emr-serverless"
     durable_locator_fields = ("aws_conn_id", "application_id")
+    # botocore emr-serverless JobRunState: the hook's INTERMEDIATE set lacks QUEUED.
+    durable_active_statuses = frozenset(provider.EmrServerlessHook.JOB_INTERMEDIATE_STATES) | {"QUEUED"}
+    durable_succeeded_statuses = frozenset(provider.EmrServerlessHook.JOB_SUCCESS_STATES)
+    durable_failed_statuses = frozenset(provider.EmrServerlessHook.JOB_FAILURE_STATES)
+    durable_id_name = "EMR Serverless job run id"
+    durable_event_id_key = "job_details.job_id"
+    # The provider trigger's failure event names no job: it is about the tracked one.
+    durable_event_statuses, durable_anonymous_event_statuses = frozenset({"success"}), frozenset({"failure"})
 
     def __init__(self, *, client_request_token: str = "", **kwargs: Any) -> None:
         super().__init__(client_request_token=client_request_token, **kwargs)
         self._user_client_token = bool(client_request_token)
 
-    def _waits(self) -> bool:
-        return bool(self.wait_for_completion)
-
-    def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> str:
+    def durable_submit(self, context: Context, token: DurableToken | None) -> str:
         overrides: dict[str, Any] = {"wait_for_completion": False}
         if token is not None:
             if not self._user_client_token:
@@ -419,36 +343,30 @@ class DurableEmrServerlessStartJobOperator(_SubmitOnly, DurableJobEngine, _Serve
         # The provider's own execute: starts the application if needed (it may defer on that and resume
         # into execute: the record says "submitting", so the resumed try submits with the same token),
         # then start_job_run and the links — without waiting.
-        with _overriding(self, **overrides):
-            job_id = provider.EmrServerlessStartJobOperator.execute(self, context)  # type: ignore[arg-type]
+        with self.durable_overriding(**overrides):
+            job_id = provider.EmrServerlessStartJobOperator.execute(self, context)
+        if not job_id:  # never track "None": the provider's execute returns the id StartJobRun gave
+            raise AirflowException("EMR Serverless StartJobRun returned no job run id")
         self.job_id = job_id
         return job_id
 
-    def durable_parse_id(self, value: Any) -> str:
-        return _parse_str_id(value, "EMR Serverless job run")
-
-    def durable_status(self, external_id: str, context: Mapping[str, Any]) -> str:
+    def durable_status(self, external_id: str, context: Context) -> str:
         try:
             response = self.hook.conn.get_job_run(applicationId=self.application_id, jobRunId=external_id)
         except ClientError as err:
-            if _error_code(err) == "ResourceNotFoundException":
+            if error_code(err) == "ResourceNotFoundException":
                 raise JobNotFoundError(external_id) from err
             raise
         return response["jobRun"]["state"]
 
-    def durable_phase(self, status: str) -> JobPhase | None:
-        return self._submit_only_phase(
-            _phase(status, _SERVERLESS_ACTIVE, _SERVERLESS_FAILED, _SERVERLESS_SUCCEEDED)
-        )
-
     def durable_cancel(self, external_id: str) -> None:
         self.hook.conn.cancel_job_run(applicationId=self.application_id, jobRunId=external_id)
 
-    def durable_poll(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_poll(self, external_id: str, context: Context, reconnect: bool) -> None:
         self.job_id = external_id
         if reconnect:
             self.persist_links(context)
-        if not self.wait_for_completion:
+        if not self.durable_waits():
             return
         try:
             provider.wait(
@@ -476,11 +394,11 @@ class DurableEmrServerlessStartJobOperator(_SubmitOnly, DurableJobEngine, _Serve
                 self.log.exception("Failed to cancel EMR Serverless job %s after waiter timeout", external_id)
             raise
 
-    def durable_defer(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_defer(self, external_id: str, context: Context, reconnect: bool) -> None:
         self.job_id = external_id
         if reconnect:
             self.persist_links(context)
-        if not self.wait_for_completion:
+        if not self.durable_waits():
             return
         self.defer(
             trigger=provider.EmrServerlessStartJobTrigger(
@@ -498,21 +416,7 @@ class DurableEmrServerlessStartJobOperator(_SubmitOnly, DurableJobEngine, _Serve
             timeout=timedelta(seconds=self.waiter_max_attempts * self.waiter_delay),
         )
 
-    def durable_event_id(self, event: Any) -> str | None:
-        if not isinstance(event, dict):
-            raise ValueError(f"expected a dict event, got {type(event).__name__}")
-        status = event.get("status")
-        if status == "success":
-            details = event.get("job_details")
-            if not isinstance(details, dict):
-                raise ValueError("a success event carries job_details")
-            return self.durable_parse_id(details.get("job_id"))
-        if status == "failure" and isinstance(event.get("message"), str):
-            # The provider trigger's failure event names no job: it is about the tracked one.
-            return None
-        raise ValueError(f"unknown event status {status!r}")
-
-    def durable_result(self, external_id: str, context: Mapping[str, Any], already_succeeded: bool) -> str:
+    def durable_result(self, external_id: str, context: Context, already_succeeded: bool) -> str:
         self.job_id = external_id
         if already_succeeded:
             self.persist_links(context)
@@ -520,7 +424,7 @@ class DurableEmrServerlessStartJobOperator(_SubmitOnly, DurableJobEngine, _Serve
 
 
 # =========================================================================== EMR on EKS
-class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrContainerOperator):
+class DurableEmrContainerOperator(DurableJobEngine, provider.EmrContainerOperator):
     """``EmrContainerOperator`` whose retries reconnect to the job run instead of starting another.
 
     Same arguments, templated fields and return value (the job run id) as the provider operator, plus
@@ -531,31 +435,33 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
     Stored under the task-state-store key ``airflow_durable.emr_container`` (fixed).
     """
 
-    external_id_key = "airflow_durable.emr_container"
-    durable_system = "emr-eks"
     durable_locator_fields = ("aws_conn_id", "virtual_cluster_id")
-
-    def _waits(self) -> bool:
-        return bool(self.deferrable or self.wait_for_completion)
+    durable_active_statuses = frozenset(provider.EmrContainerHook.INTERMEDIATE_STATES)
+    durable_succeeded_statuses = frozenset(provider.EmrContainerHook.SUCCESS_STATES)
+    durable_failed_statuses = frozenset(provider.EmrContainerHook.FAILURE_STATES)
+    durable_id_name = "EMR on EKS job run id"
+    durable_event_id_key = "job_id"
+    #: The provider's deferrable path waits whatever ``wait_for_completion`` says.
+    durable_deferrable_waits = True
 
     def _client_token(self, token: DurableToken) -> str:
         return self.client_request_token or token.text
 
-    def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> str:
-        overrides: dict[str, Any] = {"deferrable": False, "wait_for_completion": False}
-        if token is not None:
-            overrides["client_request_token"] = self._client_token(token)
-        with _overriding(self, **overrides):
+    def durable_submit(self, context: Context, token: DurableToken | None) -> str:
+        client_token = self._client_token(token) if token is not None else self.client_request_token
+        with self.durable_overriding(
+            deferrable=False, wait_for_completion=False, client_request_token=client_token
+        ):
             job_id = provider.EmrContainerOperator.execute(self, context)  # type: ignore[arg-type]
         self.job_id = job_id
         return job_id  # type: ignore[return-value]
 
-    def durable_find_all(self, token: DurableToken, context: Mapping[str, Any]) -> list[str]:
+    def durable_find_all(self, token: DurableToken, context: Context) -> list[str]:
         """Every job run named ``name`` that carries our client token, earliest created first (ties: by
         id); ``[]`` if none. ``clientToken`` dedupes resubmissions, so this is at most one run in practice.
         """
         client_token = self._client_token(token)
-        found: dict[str, float] = {}
+        found: dict[str, Any] = {}
         paginator = self.hook.conn.get_paginator("list_job_runs")
         for page in paginator.paginate(virtualClusterId=self.virtual_cluster_id, name=self.name):
             for run in page.get("jobRuns", []):
@@ -564,37 +470,29 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
                 )["jobRun"]
                 if described.get("clientToken") == client_token:
                     created = described.get("createdAt") or run.get("createdAt")
-                    found[run["id"]] = created.timestamp() if created is not None else float("inf")
-        runs = sorted(found, key=lambda run_id: (found[run_id], run_id))
+                    found[run["id"]] = created
+        runs = earliest_first(found)
         if runs:
             self.log.info("task %s: job runs carrying token %s: %s", self.task_id, client_token, runs)
         return runs
 
-    def durable_parse_id(self, value: Any) -> str:
-        return _parse_str_id(value, "EMR on EKS job run")
-
-    def durable_status(self, external_id: str, context: Mapping[str, Any]) -> str:
+    def durable_status(self, external_id: str, context: Context) -> str:
         try:
             response = self.hook.conn.describe_job_run(
                 virtualClusterId=self.virtual_cluster_id, id=external_id
             )
         except ClientError as err:
-            if _error_code(err) == "ResourceNotFoundException":
+            if error_code(err) == "ResourceNotFoundException":
                 raise JobNotFoundError(external_id) from err
             raise
         return response["jobRun"]["state"]
 
-    def durable_phase(self, status: str) -> JobPhase | None:
-        return self._submit_only_phase(
-            _phase(status, _CONTAINER_ACTIVE, _CONTAINER_FAILED, _CONTAINER_SUCCEEDED)
-        )
-
     def durable_cancel(self, external_id: str) -> None:
         self.hook.stop_query(external_id)
 
-    def durable_poll(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_poll(self, external_id: str, context: Context, reconnect: bool) -> None:
         self.job_id = external_id
-        if not self.wait_for_completion:
+        if not self.durable_waits():
             return
         # The provider's sync wait (EmrContainerOperator.execute), without submitting.
         query_status = self.hook.poll_query_status(
@@ -607,7 +505,7 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
                 f"Max tries of poll status exceeded, query_execution_id is {external_id}."
             )
 
-    def durable_defer(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_defer(self, external_id: str, context: Context, reconnect: bool) -> None:
         # The provider's deferrable path: a job already terminal completes (or fails) inline.
         self.job_id = external_id
         query_status = self.hook.check_query_status(job_id=external_id)
@@ -637,13 +535,6 @@ class DurableEmrContainerOperator(_SubmitOnly, DurableJobEngine, provider.EmrCon
             method_name="execute_complete",
         )
 
-    def durable_event_id(self, event: Any) -> str:
-        if not isinstance(event, dict):
-            raise ValueError(f"expected a dict event, got {type(event).__name__}")
-        if event.get("status") not in ("success", "error"):
-            raise ValueError(f"unknown event status {event.get('status')!r}")
-        return self.durable_parse_id(event.get("job_id"))
-
-    def durable_result(self, external_id: str, context: Mapping[str, Any], already_succeeded: bool) -> str:
+    def durable_result(self, external_id: str, context: Context, already_succeeded: bool) -> str:
         self.job_id = external_id
         return external_id

@@ -1,7 +1,7 @@
 """Durable Amazon Redshift Data operator: a drop-in replacement for the provider's ``RedshiftDataOperator``.
 
 How Redshift Data submits, reports, classifies, defers and returns — the durable logic is in
-:mod:`airflow_durable.engine`.
+`airflow_durable.engine`.
 
 * Submission carries Redshift Data's native ``ClientToken`` (the task instance's token, ≤64 chars) on
   ``ExecuteStatement`` (``sql`` a string) and ``BatchExecuteStatement`` (``sql`` a list), so a retry after a
@@ -21,23 +21,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-# The trigger is reached through the provider operator module's name at call time, as upstream does: a test
-# that patches ``airflow.providers.amazon.aws.operators.redshift_data.RedshiftDataTrigger`` patches ours too.
-from airflow.providers.amazon.aws.operators import redshift_data as provider
-
-from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
+from airflow_durable.engine import DurableJobEngine, JobNotFoundError
+from airflow_durable.operators import provider_required
 from airflow_durable.shims import aws as compat
 
+with provider_required(__name__):
+    # The trigger is reached through the provider operator module's name at call time, as upstream does: a
+    # test that patches ``airflow.providers.amazon.aws.operators.redshift_data.RedshiftDataTrigger``
+    # patches ours too.
+    from airflow.providers.amazon.aws.operators import redshift_data as provider
+
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from airflow.sdk import Context
 
     from airflow_durable.engine import DurableToken
 
 __all__ = ["DurableRedshiftDataOperator"]
 
-# Redshift Data statement statuses (botocore StatementStatusString; hooks/redshift_data.py).
-_ACTIVE = frozenset({"SUBMITTED", "PICKED", "STARTED"})
-_FAILED = frozenset({"FAILED", "ABORTED"})
 _NOT_FOUND_CODES = frozenset({"ResourceNotFoundException", "ValidationException"})
 
 
@@ -50,20 +50,19 @@ class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperato
     Stored under the task-state-store key ``airflow_durable.redshift_data`` (fixed).
     """
 
-    external_id_key = "airflow_durable.redshift_data"
-    durable_system = "redshift"
     durable_locator_fields = ("aws_conn_id", "region_name")
+    # Statement statuses (botocore StatementStatusString; hooks/redshift_data.py).
+    durable_active_statuses = frozenset({"SUBMITTED", "PICKED", "STARTED"})
+    durable_succeeded_statuses = frozenset({"FINISHED"})
+    durable_failed_statuses = frozenset({"FAILED", "ABORTED"})
+    durable_id_name = "Redshift Data statement id"
+    durable_event_id_key = "statement_id"
 
-    def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> str:
+    def durable_submit(self, context: Context, token: DurableToken | None) -> str:
         # Sets statement_id (what on_kill cancels) and pushes session_id, as the provider does.
         return compat.submit_statement(self, context, token.text if token is not None else None)
 
-    def durable_parse_id(self, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"a Redshift Data statement id is a non-empty string, got {value!r}")
-        return value
-
-    def durable_status(self, external_id: str, context: Mapping[str, Any]) -> str:
+    def durable_status(self, external_id: str, context: Context) -> str:
         try:
             return str(self.hook.conn.describe_statement(Id=external_id)["Status"])
         except Exception as err:
@@ -71,32 +70,23 @@ class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperato
                 raise JobNotFoundError(external_id) from err
             raise
 
-    def durable_phase(self, status: str) -> JobPhase | None:
-        if status in _ACTIVE:
-            return JobPhase.ACTIVE
-        if status == "FINISHED":
-            return JobPhase.SUCCEEDED
-        if status in _FAILED:
-            return JobPhase.FAILED
-        return None
-
     def durable_cancel(self, external_id: str) -> None:
         self.hook.conn.cancel_statement(Id=external_id)
 
-    def durable_poll(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_poll(self, external_id: str, context: Context, reconnect: bool) -> None:
         self.statement_id = external_id
         if reconnect:
             self._push_session_id(external_id, context)
-        if self.wait_for_completion:
+        if self.durable_waits():
             # Raises RedshiftDataQueryFailedError / ...AbortedError when the statement ends badly.
             self.hook.wait_for_results(external_id, poll_interval=self.poll_interval)
 
-    def durable_defer(self, external_id: str, context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_defer(self, external_id: str, context: Context, reconnect: bool) -> None:
         self.statement_id = external_id
         if reconnect:
             self._push_session_id(external_id, context)
         # As upstream: no wait at all with wait_for_completion=False; no deferral if already finished.
-        if self.wait_for_completion and not self.hook.check_query_is_finished(external_id):
+        if self.durable_waits() and not self.hook.check_query_is_finished(external_id):
             self.defer(
                 timeout=self.execution_timeout,
                 trigger=provider.RedshiftDataTrigger(
@@ -112,20 +102,13 @@ class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperato
                 method_name="execute_complete",
             )
 
-    def durable_event_id(self, event: Any) -> str:
-        if not isinstance(event, dict):
-            raise ValueError(f"expected a dict event, got {type(event).__name__}")
-        if event.get("status") not in ("success", "error"):
-            raise ValueError(f"event status must be 'success' or 'error', got {event.get('status')!r}")
-        return self.durable_parse_id(event.get("statement_id"))
-
-    def durable_result(self, external_id: str, context: Mapping[str, Any], already_succeeded: bool) -> Any:
+    def durable_result(self, external_id: str, context: Context, already_succeeded: bool) -> Any:
         self.statement_id = external_id
         if already_succeeded:
             self._push_session_id(external_id, context)
         return self.get_sql_results(statement_id=external_id, return_sql_result=self.return_sql_result)
 
-    def _push_session_id(self, external_id: str, context: Mapping[str, Any]) -> None:
+    def _push_session_id(self, external_id: str, context: Context) -> None:
         # The try that submitted pushed it (as upstream, whatever do_xcom_push); a new try starts with
         # its XComs cleared.
         session_id = self.hook.conn.describe_statement(Id=external_id).get("SessionId")

@@ -1,7 +1,7 @@
 """Durable Snowflake SQL API operator: a drop-in replacement for the provider's ``SnowflakeSqlApiOperator``.
 
 How the SQL API submits, reports, classifies, defers and returns — the durable logic is in
-:mod:`airflow_durable.engine`.
+`airflow_durable.engine`.
 
 * The external id is the list of statement handles of one request (one handle per statement of a
   multi-statement request), stored under ``airflow_durable.snowflake_sql_api``.
@@ -22,26 +22,28 @@ How the SQL API submits, reports, classifies, defers and returns — the durable
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import requests
 
-# The hook and trigger are reached through the provider operator module's names at call time, as upstream
-# does: a test that patches ``airflow.providers.snowflake.operators.snowflake.SnowflakeSqlApiHook`` (or
-# ``...SnowflakeSqlApiTrigger``) patches ours too.
-from airflow.providers.snowflake.operators import snowflake as provider
+from airflow_durable.engine import DurableJobEngine, JobNotFoundError
+from airflow_durable.operators import provider_required
 
-from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
-from airflow_durable.shims import snowflake as compat
+with provider_required(__name__):
+    # The hook and trigger are reached through the provider operator module's names at call time, as
+    # upstream does: a test that patches ``SnowflakeSqlApiHook`` (or ``SnowflakeSqlApiTrigger``) in
+    # ``airflow.providers.snowflake.operators.snowflake`` patches ours too.
+    from airflow.providers.snowflake.operators import snowflake as provider
+
+    from airflow_durable.shims import snowflake as compat
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from airflow.sdk import Context
 
     from airflow_durable.engine import DurableToken
 
 __all__ = ["DurableSnowflakeSqlApiOperator"]
 
-_PHASES = {"running": JobPhase.ACTIVE, "success": JobPhase.SUCCEEDED, "error": JobPhase.FAILED}
 # The SQL API's statement status codes: 202 running, 200 succeeded, 422 failed (or cancelled).
 _KNOWN_STATUS_CODES = frozenset({200, 202, 422})
 
@@ -55,40 +57,39 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
     Stored under the task-state-store key ``airflow_durable.snowflake_sql_api`` (fixed).
     """
 
-    external_id_key = "airflow_durable.snowflake_sql_api"
-    durable_system = "snowflake"
     durable_locator_fields = ("snowflake_conn_id",)
+    # The aggregate status of the request's handles (see durable_status).
+    durable_active_statuses = frozenset({"running"})
+    durable_succeeded_statuses = frozenset({"success"})
+    durable_failed_statuses = frozenset({"error"})
+    durable_id_type, durable_id_name = list[str], "Snowflake statement handle"
+    durable_event_id_key = "statement_query_ids"
+    # The trigger's error events name no handle: they are about the tracked job.
+    durable_event_statuses, durable_anonymous_event_statuses = frozenset({"success"}), frozenset({"error"})
 
     @cached_property
     def _hook(self) -> compat.IdempotentSqlApiHook:
         return compat.sql_api_hook(self, provider.SnowflakeSqlApiHook)
 
     # ------------------------------------------------------------------ submit
-    def durable_submit(self, context: Mapping[str, Any], token: DurableToken | None) -> list[str]:
+    def durable_submit(self, context: Context, token: DurableToken | None) -> list[str]:
         self.log.info("Executing: %s", self.sql)
-        hook = self._hook
-        hook.durable_request_id = token.uuid if token is not None else None
-        try:
+        # The hook's own submission sends requestId (and retry=true) while durable_request_id is set.
+        with self.durable_overriding(
+            self._hook, durable_request_id=token.uuid if token is not None else None
+        ):
             # Set query_ids the moment the statements exist, as the provider does, for on_kill.
-            self.query_ids = hook.execute_query(
-                self.sql, statement_count=self.statement_count, bindings=self.bindings, timeout=self.timeout
+            self.query_ids = self._hook.execute_query(
+                self.sql,  # type: ignore[arg-type]  # as upstream passes it (a str or a list of statements)
+                statement_count=self.statement_count,
+                bindings=self.bindings,
+                timeout=self.timeout,
             )
-        finally:
-            hook.durable_request_id = None
         self.log.info("List of query ids %s", self.query_ids)
         return list(self.query_ids)
 
-    def durable_parse_id(self, value: Any) -> list[str]:
-        if (
-            not isinstance(value, (list, tuple))
-            or not value
-            or not all(isinstance(handle, str) and handle for handle in value)
-        ):
-            raise ValueError(f"Snowflake statement handles are a non-empty list of strings, got {value!r}")
-        return list(value)
-
     # ------------------------------------------------------------------ status
-    def durable_status(self, external_id: list[str], context: Mapping[str, Any]) -> str:
+    def durable_status(self, external_id: list[str], context: Context) -> str:
         statuses = []
         for handle in external_id:
             try:
@@ -104,9 +105,6 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
             if status in statuses:
                 return status
         return "success"
-
-    def durable_phase(self, status: str) -> JobPhase | None:
-        return _PHASES.get(status)
 
     def durable_cancel(self, external_id: list[str]) -> None:
         # One call per handle, carrying on past a failure (as the provider's trigger does on kill).
@@ -126,12 +124,12 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
         # A reconnecting try never ran execute_query on this hook: OpenLineage reads hook.query_ids.
         self._hook.query_ids = self.query_ids
 
-    def durable_poll(self, external_id: list[str], context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_poll(self, external_id: list[str], context: Context, reconnect: bool) -> None:
         # The provider's own loop: pushes query_ids, polls every handle, raises on a failed one,
         # then fetches and logs the output.
         self.poll_until_complete(list(external_id), context)  # type: ignore[arg-type]
 
-    def durable_defer(self, external_id: list[str], context: Mapping[str, Any], reconnect: bool) -> None:
+    def durable_defer(self, external_id: list[str], context: Context, reconnect: bool) -> None:
         # What the provider's deferrable execute does after execute_query: push the handles, check
         # each once, complete inline if all succeeded, else defer to its trigger.
         self._track(external_id)
@@ -163,22 +161,7 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
             method_name="execute_complete",
         )
 
-    # ------------------------------------------------------------------ complete
-    def durable_event_id(self, event: Any) -> list[str] | None:
-        if not isinstance(event, dict):
-            raise ValueError(f"expected a dict event, got {type(event).__name__}")
-        status = event.get("status")
-        if status == "success":
-            return self.durable_parse_id(event.get("statement_query_ids"))
-        if status == "error":
-            if not isinstance(event.get("message"), str):
-                raise ValueError("an error event without a message")
-            return None  # the trigger's error events name no handle: they are about the tracked job
-        raise ValueError(f"unknown event status {status!r}")
-
-    def durable_result(
-        self, external_id: list[str], context: Mapping[str, Any], already_succeeded: bool
-    ) -> None:
+    def durable_result(self, external_id: list[str], context: Context, already_succeeded: bool) -> None:
         self._track(external_id)
         if already_succeeded:
             # No poll or deferral ran in this try: push and fetch what the provider's path would have.

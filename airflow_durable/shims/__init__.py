@@ -112,8 +112,10 @@ def _load_apply_defaults() -> Callable[[F], F]:
     try:
         from airflow.sdk.bases.operator import BaseOperatorMeta  # Airflow 3.x
     except ImportError:
-        from airflow.models.baseoperator import BaseOperatorMeta  # Airflow 2.x
-    return BaseOperatorMeta._apply_defaults
+        from airflow.models.baseoperator import (  # type: ignore[import-not-found,no-redef]  # Airflow 2.x
+            BaseOperatorMeta,
+        )
+    return BaseOperatorMeta._apply_defaults  # type: ignore[return-value]  # same decorator, typed with its own TypeVar
 
 
 #: Decorator that lets ``default_args`` fill a mixin's own ``__init__`` parameters (like ``durable``).

@@ -33,7 +33,8 @@ def submit_payload(operator: Any, context: Any) -> dict[str, Any]:
         for task in tasks if isinstance(tasks, list) else [json]:
             if isinstance(task, dict):
                 _inject_airflow_params_into_task(task, params)
-    return dict(normalise_json_content(json))
+    normalised: dict[str, Any] = normalise_json_content(json)  # type: ignore[assignment]  # a dict in, a dict out
+    return dict(normalised)
 
 
 def run_now_payload(operator: Any, context: Any) -> dict[str, Any]:

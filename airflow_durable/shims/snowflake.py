@@ -3,7 +3,7 @@
 The provider's ``SnowflakeSqlApiHook.execute_query`` makes a fresh ``uuid4()`` ``requestId`` per call
 and never sends ``retry=true``, and exposes no parameter for either. Every HTTP call of the hook goes
 through ``_make_api_call_with_retries(method, url, headers, params, json)`` (provider 6.x; tested:
-6.20.0), so :class:`IdempotentSqlApiHook` supplies our ``requestId`` and ``retry=true`` there, for the
+6.20.0), so `IdempotentSqlApiHook` supplies our ``requestId`` and ``retry=true`` there, for the
 submission only, and only while the operator asks for it: the body, the handle parsing, the lineage
 and the hook's own retries stay the provider's. With no request id set it is the provider's hook.
 """
@@ -20,7 +20,7 @@ _STATEMENTS_PATH = "/api/v2/statements"
 class IdempotentSqlApiHook(SnowflakeSqlApiHook):
     """``SnowflakeSqlApiHook`` whose statement submission can carry a caller-chosen ``requestId``.
 
-    While :attr:`durable_request_id` is set, ``POST /api/v2/statements`` is sent with that
+    While `durable_request_id` is set, ``POST /api/v2/statements`` is sent with that
     ``requestId`` and ``retry=true``, so that the SQL API answers a resubmission (after a crash before
     the handles were stored) with the statements it already started instead of running them again.
     The hook's own tenacity retries resend the same parameters, so they are deduplicated too.
@@ -46,7 +46,7 @@ class IdempotentSqlApiHook(SnowflakeSqlApiHook):
 
 
 def sql_api_hook(operator: Any, hook_class: Any = SnowflakeSqlApiHook) -> IdempotentSqlApiHook:
-    """The hook exactly as ``SnowflakeSqlApiOperator._hook`` builds it, as :class:`IdempotentSqlApiHook`.
+    """The hook exactly as ``SnowflakeSqlApiOperator._hook`` builds it, as `IdempotentSqlApiHook`.
 
     ``hook_class`` is what the provider operator module's ``SnowflakeSqlApiHook`` name holds when the hook
     is built (a test may have patched it there): a subclass of the hook gets the idempotent submission

@@ -5,7 +5,7 @@ provider triggers (Databricks, BigQuery, Redshift Data, EMR, …) cancel their j
 when a triggerer that lost its heartbeat finds that its triggers were handed to another triggerer
 (apache/airflow#73454): the provider trigger then cancels a job that the task is still waiting for.
 
-:class:`DurableOwnedTrigger` runs the provider trigger unchanged — same ``run()``, same events, same
+`DurableOwnedTrigger` runs the provider trigger unchanged — same ``run()``, same events, same
 ``cleanup()`` — and forwards ``on_kill()`` only when the task instance no longer waits on it: a task that
 is still ``deferred`` was not killed by anyone, its trigger just moved. A clear that has already started
 the next try is handled by that try, which never reuses a job of an older clear epoch (the engine cancels

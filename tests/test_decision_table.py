@@ -1,0 +1,177 @@
+"""The README's decision table, row by row, against the engine's pure decision function.
+
+`parse_record` turns what the task state store holds into a record (or refuses it) and `decide` maps
+record × job status × clear epoch to a decision: no Airflow, no emulator, no I/O, so the whole table
+runs in milliseconds. The engine calls exactly these two functions (`DurableJobEngine._plan`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_durable.engine import (
+    NOT_FOUND,
+    RECORD_SCHEMA,
+    RECORD_SCHEMA_V1,
+    Decision,
+    DurableStatusError,
+    Epoch,
+    JobPhase,
+    decide,
+    parse_id,
+    parse_record,
+    status_needed,
+)
+
+# The try deciding: max_tries 3, retries 2 → its clear epoch began at try 1; the run was never cleared.
+EPOCH = Epoch(max_tries=3, retries=2, clear_number=0)
+# After a user's clear: Airflow raised max_tries (try 4 + retries 2), the run's clear_number rose.
+CLEARED = Epoch(max_tries=6, retries=2, clear_number=1)
+
+
+def stored(state: str, external_id: Any = 42, **fields: Any) -> dict[str, Any]:
+    """A v2 record as the engine writes it, stamped with `EPOCH`."""
+    value = {
+        "schema": RECORD_SCHEMA,
+        "generation": 1,
+        "token": "afd-" + "0" * 40 + "-g1",
+        "state": state,
+        "external_id": None if state == "submitting" else external_id,
+        "salt": "5be0c1d29a3f7e14",
+        "epoch": EPOCH.value,
+        "max_tries": EPOCH.max_tries,
+        "clear_number": EPOCH.clear_number,
+        "owner_try": 1,
+    }
+    value.update(fields)
+    return value
+
+
+def parse_run_id(value: Any) -> int:
+    return parse_id(value, int, "run id")
+
+
+def outcome(raw: Any, epoch: Epoch, status: str | None, phase: JobPhase | None) -> Decision:
+    record = parse_record(raw, parse_run_id) if raw is not None else None
+    if not status_needed(record, epoch):
+        # The engine reads no status here: a row that names one would be describing another path.
+        assert status is None, "this row's record needs no status read"
+    return decide(record, epoch, status, phase)
+
+
+ROWS = [
+    # stored record, epoch of the try, job status, its phase, decision
+    pytest.param(None, EPOCH, None, None, Decision.SUBMIT, id="none"),
+    pytest.param(stored("submitted"), CLEARED, None, None, Decision.NEW_EPOCH, id="older-epoch-submitted"),
+    pytest.param(stored("submitting"), CLEARED, None, None, Decision.NEW_EPOCH, id="older-epoch-submitting"),
+    pytest.param(stored("done"), CLEARED, None, None, Decision.NEW_EPOCH, id="older-epoch-done"),
+    pytest.param(
+        stored("done", max_tries=2, epoch=0, clear_number=0),
+        Epoch(max_tries=3, retries=2, clear_number=0),
+        None,
+        None,
+        Decision.NEW_EPOCH,
+        id="older-epoch-lowered-retries-and-clear",
+    ),
+    pytest.param(stored("submitting"), EPOCH, None, None, Decision.RESUME_SUBMIT, id="submitting"),
+    pytest.param(stored("submitted"), EPOCH, "RUNNING", JobPhase.ACTIVE, Decision.RECONNECT, id="active"),
+    pytest.param(
+        stored("submitted"), EPOCH, "SUCCESS", JobPhase.SUCCEEDED, Decision.ALREADY_SUCCEEDED, id="succeeded"
+    ),
+    pytest.param(
+        stored("submitted"), EPOCH, "FAILED", JobPhase.FAILED, Decision.TERMINAL_RESUBMIT, id="failed"
+    ),
+    pytest.param(
+        stored("submitted"), EPOCH, "CANCELLED", JobPhase.FAILED, Decision.TERMINAL_RESUBMIT, id="cancelled"
+    ),
+    pytest.param(stored("submitted"), EPOCH, NOT_FOUND, None, Decision.TERMINAL_RESUBMIT, id="not-found"),
+    pytest.param(stored("done"), EPOCH, None, None, Decision.ALREADY_SUCCEEDED, id="done-same-epoch"),
+    pytest.param(
+        stored("done", retries_changed=True),
+        Epoch(max_tries=3, retries=1, clear_number=0),  # a DAG edit lowered retries between two tries
+        None,
+        None,
+        Decision.ALREADY_SUCCEEDED,
+        id="done-same-epoch-after-retries-edit",
+    ),
+    pytest.param(
+        {"schema": RECORD_SCHEMA_V1, "generation": 1, "token": "t", "state": "submitted", "external_id": 7},
+        EPOCH,
+        "RUNNING",
+        JobPhase.ACTIVE,
+        Decision.RECONNECT,
+        id="v1-submitted-active",
+    ),
+    pytest.param(
+        {"schema": RECORD_SCHEMA_V1, "generation": 1, "token": "t", "state": "done", "epoch": 3},
+        EPOCH,
+        None,
+        None,
+        Decision.ALREADY_SUCCEEDED,
+        id="v1-done-same-max-tries",
+    ),
+    pytest.param(
+        {"schema": RECORD_SCHEMA_V1, "generation": 1, "token": "t", "state": "done", "epoch": 2},
+        EPOCH,
+        None,
+        None,
+        Decision.NEW_EPOCH,
+        id="v1-done-older-max-tries",
+    ),
+]
+
+
+@pytest.mark.parametrize(("raw", "epoch", "status", "phase", "expected"), ROWS)
+def test_decision_table(raw: Any, epoch: Epoch, status: str | None, phase: JobPhase | None, expected):
+    assert outcome(raw, epoch, status, phase) is expected
+
+
+def test_an_unknown_status_of_a_submitted_job_submits_nothing():
+    with pytest.raises(DurableStatusError, match="'HIBERNATING'"):
+        outcome(stored("submitted"), EPOCH, "HIBERNATING", None)
+
+
+def test_a_submitted_job_is_never_decided_on_without_its_status():
+    with pytest.raises(ValueError, match="needs its status"):
+        decide(parse_record(stored("submitted"), parse_run_id), EPOCH)
+
+
+MALFORMED = [
+    pytest.param("42", id="a-bare-id"),
+    pytest.param({"run_id": 42}, id="foreign-dict"),
+    pytest.param({**stored("submitted"), "schema": "airflow-durable/9"}, id="unknown-schema"),
+    pytest.param({**stored("submitted"), "state": "running"}, id="unknown-state"),
+    pytest.param({**stored("submitted"), "generation": 0}, id="generation-0"),
+    pytest.param({**stored("submitted"), "generation": True}, id="generation-bool"),
+    pytest.param({**stored("submitted"), "token": ""}, id="empty-token"),
+    pytest.param(stored("submitted", external_id="abc"), id="id-of-the-wrong-kind"),
+    pytest.param(stored("submitted", external_id=None), id="submitted-without-id"),
+    pytest.param({**stored("submitted"), "epoch": "1"}, id="epoch-text"),
+    pytest.param({**stored("submitted"), "deadline": 5}, id="deadline-number"),
+    pytest.param({**stored("submitted"), "history": {"try": 1}}, id="history-dict"),
+    pytest.param({k: v for k, v in stored("submitted").items() if k != "token"}, id="no-token"),
+]
+
+
+@pytest.mark.parametrize("raw", MALFORMED)
+def test_a_malformed_record_is_refused_before_any_decision(raw: Any):
+    # The engine turns this into DurableStateError naming the key: fail the try, submit nothing.
+    with pytest.raises((ValueError, TypeError, KeyError)):
+        parse_record(raw, parse_run_id)
+
+
+@pytest.mark.parametrize(
+    ("record", "epoch", "needed"),
+    [
+        (None, EPOCH, False),
+        (stored("submitting"), EPOCH, False),
+        (stored("done"), EPOCH, False),
+        (stored("submitted"), CLEARED, False),  # an older epoch's job is ended, not asked about
+        (stored("submitted"), EPOCH, True),
+    ],
+)
+def test_the_status_is_read_only_for_a_submitted_job_of_this_epoch(record, epoch, needed):
+    parsed = parse_record(record, parse_run_id) if record is not None else None
+    assert status_needed(parsed, epoch) is needed
