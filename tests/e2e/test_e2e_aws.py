@@ -2,41 +2,27 @@
 
 One subprocess per system and path runs the durable operator through both required scenarios and the
 upstream operator through the first, so both counts come from the same scenario (see
-``run_aws_scenarios.py``). On Airflow 3.3 the durable operator submits once; below 3.3 it degrades to
+``tests/e2e/runner.py``). On Airflow 3.3 the durable operator submits once; below 3.3 it degrades to
 upstream's behaviour (a fresh submission per try).
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-import tests.conformance.systems  # noqa: F401  (first: test_dag_test_e2e imports a case module)
-from tests.e2e.conftest import record_summary
-from tests.e2e.test_dag_test_e2e import ROOT, airflow_home  # noqa: F401  (the shared migrated home)
+from tests.e2e.runner import Cell
 from tests.harness import DURABLE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
+#: The durable operator through both scenarios and the upstream one through the first.
+PLAN = "durable:dies_after_deferral,durable:dies_before_defer,upstream:dies_after_deferral"
 
-def run_system(env: dict[str, str], system: str, sync: bool = False, runs: str | None = None) -> dict:
-    cmd = [sys.executable, "-m", "tests.e2e.run_aws_scenarios", "--system", system]
-    if sync:
-        cmd.append("--sync")
-    if runs:
-        cmd += ["--runs", runs]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("E2E-SUMMARY ")]
-    assert done.returncode == 0 and lines, (done.stdout[-3000:], done.stderr[-6000:])
-    summaries = {}
-    for line in lines:
-        summary = json.loads(line.removeprefix("E2E-SUMMARY "))
-        record_summary(summary)  # printed at the end of the run (tests/e2e/conftest.py)
-        summaries[(summary["operator"].rsplit("-", 1)[1], summary["scenario"])] = summary
-    return summaries
+
+def run_system(run_cells, case_id: str, sync: bool = False, runs: str = PLAN) -> dict:
+    path = "sync" if sync else "deferrable"
+    plan = [Cell(kind, path, scenario) for kind, _, scenario in (p.partition(":") for p in runs.split(","))]
+    return {(cell.impl, cell.scenario): summary for cell, summary in run_cells(case_id, plan).items()}
 
 
 def _check_durable(summary: dict, second_decision: str) -> None:
@@ -53,8 +39,8 @@ def _check_upstream(summary: dict) -> None:
     assert summary["submissions"] == 2
 
 
-def test_redshift_data_deferrable(airflow_home):  # noqa: F811
-    runs = run_system(airflow_home, "redshift")
+def test_redshift_data_deferrable(run_cells):
+    runs = run_system(run_cells, "redshift_data")
     after = runs[("durable", "dies_after_deferral")]
     _check_durable(after, "already_succeeded")
     if DURABLE:
@@ -67,9 +53,9 @@ def test_redshift_data_deferrable(airflow_home):  # noqa: F811
 
 
 @pytest.mark.parametrize("sync", [False, True], ids=["deferrable", "sync"])
-def test_batch(airflow_home, sync):  # noqa: F811
-    plan = "durable:dies_after_deferral,upstream:dies_after_deferral" if sync else None
-    runs = run_system(airflow_home, "batch", sync=sync, runs=plan)
+def test_batch(run_cells, sync):
+    plan = "durable:dies_after_deferral,upstream:dies_after_deferral" if sync else PLAN
+    runs = run_system(run_cells, "batch", sync=sync, runs=plan)
     after = runs[("durable", "dies_after_deferral")]
     _check_durable(after, "already_succeeded")
     job_id = after["xcoms"]["return_value"]

@@ -1,6 +1,6 @@
 """End to end, BigQuery: real DAGs through ``dag.test()`` with retries, against the jobs API emulator.
 
-Two scenarios (see ``run_bigquery_scenario.py``): the try fails after deferring while the job keeps
+Two scenarios (see ``tests/e2e/runner.py``): the try fails after deferring while the job keeps
 running, and the job already succeeded when the retry starts. The durable operator must submit one
 job in both, on both paths; the upstream ``BigQueryInsertJobOperator`` is measured in the same
 scenarios (its deferrable path submits a second job in both). All runs of one operator share one
@@ -9,14 +9,9 @@ subprocess, and the two subprocesses run on the two xdist workers.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from tests.e2e.conftest import record_summary
-from tests.e2e.test_dag_test_e2e import ROOT, airflow_home  # noqa: F401  (the shared migrated home)
+from tests.e2e.conftest import cells
 from tests.harness import DURABLE
 
 pytestmark = pytest.mark.e2e
@@ -26,18 +21,11 @@ SCENARIOS = ("crash_after_deferral", "already_succeeded")
 XCOMS = {"return_value", "bigquery_job_detail", "bigquery_table", "job_id_path"}
 
 
-def run_all(env: dict[str, str], variants: list[str]) -> dict[tuple[str, str], dict]:
-    pairs = [f"{v}:{s}" for v in variants for s in SCENARIOS]
-    cmd = [sys.executable, "-m", "tests.e2e.run_bigquery_scenario", *pairs]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("E2E-SUMMARY ")]
-    assert done.returncode == 0 and len(lines) == len(pairs), (done.stdout[-3000:], done.stderr[-6000:])
-    summaries = {}
-    for line in lines:
-        summary = json.loads(line.removeprefix("E2E-SUMMARY "))
-        record_summary(summary)
-        summaries[(summary["variant"], summary["scenario"])] = summary
-    return summaries
+def run_all(run_cells, impl: str) -> dict[tuple[str, str], dict]:
+    runs = run_cells(
+        "bigquery_insert_job", cells(impl, "deferrable", *SCENARIOS) + cells(impl, "sync", *SCENARIOS)
+    )
+    return {(f"{impl}_{cell.path}", cell.scenario): summary for cell, summary in runs.items()}
 
 
 def assert_finished(summary: dict) -> None:
@@ -46,11 +34,11 @@ def assert_finished(summary: dict) -> None:
     assert summary["emulator_errors"] == []
     assert XCOMS <= set(summary["xcoms"]), summary["xcoms"]
     # The return value is the job id, on every path.
-    assert summary["xcoms"]["return_value"] == summary["job_ids"][-1]
+    assert summary["xcoms"]["return_value"] == summary["external_ids"][-1]
 
 
-def test_durable_operator_submits_once_in_both_scenarios_on_both_paths(airflow_home):  # noqa: F811
-    summaries = run_all(airflow_home, ["durable_deferrable", "durable_sync"])
+def test_durable_operator_submits_once_in_both_scenarios_on_both_paths(run_cells):
+    summaries = run_all(run_cells, "durable")
     for (variant, scenario), summary in summaries.items():
         assert_finished(summary)
         if not DURABLE:  # Airflow < 3.3: the shim degrades to "every try submits fresh"
@@ -64,8 +52,8 @@ def test_durable_operator_submits_once_in_both_scenarios_on_both_paths(airflow_h
             assert summary["trigger_successes"] == (1 if expected == "reconnect" else 0)
 
 
-def test_upstream_operator_measured_in_the_same_scenarios(airflow_home):  # noqa: F811
-    summaries = run_all(airflow_home, ["upstream_deferrable", "upstream_sync"])
+def test_upstream_operator_measured_in_the_same_scenarios(run_cells):
+    summaries = run_all(run_cells, "upstream")
     for (variant, _scenario), summary in summaries.items():
         assert_finished(summary)
         if variant == "upstream_deferrable":

@@ -8,36 +8,21 @@ upstream one (and the durable one below 3.3, degraded) submits again on the retr
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-import tests.conformance.systems  # noqa: F401  (first: cases.databricks imports systems, which imports it)
-from tests.e2e.conftest import record_summary
-from tests.e2e.test_dag_test_e2e import ROOT, airflow_home  # noqa: F401  (the shared migrated home)
+from tests.e2e.conftest import cells
 from tests.harness import DURABLE
 
 pytestmark = pytest.mark.e2e
 
-
-def run_flavour(env: dict[str, str], flavour: str) -> dict[tuple[str, str], dict]:
-    cmd = [sys.executable, "-m", "tests.e2e.run_emr_scenarios", flavour]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("E2E-SUMMARY ")]
-    assert done.returncode == 0 and len(lines) == 4, (done.stdout[-3000:], done.stderr[-8000:])
-    summaries = {}
-    for line in lines:
-        summary = json.loads(line.removeprefix("E2E-SUMMARY "))
-        record_summary(summary)
-        summaries[(summary["impl"], summary["scenario"])] = summary
-    return summaries
+SCENARIOS = ("crash_after_defer", "already_succeeded")
+CASES = ("emr_add_steps", "emr_serverless_start_job", "emr_container")
 
 
-@pytest.mark.parametrize("flavour", ["steps", "serverless", "containers"])
-def test_emr_retry_after_a_failed_deferral_and_after_success(airflow_home, flavour):  # noqa: F811
-    runs = run_flavour(airflow_home, flavour)
+@pytest.mark.parametrize("case_id", CASES)
+def test_emr_retry_after_a_failed_deferral_and_after_success(run_cells, case_id):
+    plan = cells("durable", "deferrable", *SCENARIOS) + cells("upstream", "deferrable", *SCENARIOS)
+    runs = {(cell.impl, cell.scenario): summary for cell, summary in run_cells(case_id, plan).items()}
     for key, summary in runs.items():
         assert summary["dag_run_state"].endswith("success"), (key, summary)
         states = [t["state"] for t in summary["tries"]]

@@ -1,22 +1,19 @@
 """End to end for Snowflake: real DAGs through ``dag.test()`` on SQLite, durable vs upstream, one process.
 
-Every scenario of ``run_snowflake.py`` runs in a single subprocess (one Airflow start-up), then each
-test reads its scenario's summary. On Airflow 3.3 the durable operator must submit once in every
+Every cell below runs in a single subprocess (``tests/e2e/runner.py``: one Airflow start-up), then each
+test reads its scenario's summary. Two-statement requests; ``response_lost``: the submission executes
+but its answer is lost, the hook resends it with the same ``requestId``, and only ``retry=true`` (ours)
+lets the SQL API recognise it. On Airflow 3.3 the durable operator must submit once in every
 scenario; below 3.3 (or for the upstream operator) the counts show the duplicates it exists to avoid.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
-import tests.conformance.systems  # noqa: F401  (before test_dag_test_e2e: it imports a case module)
-from tests.e2e.conftest import record_summary
-from tests.e2e.test_dag_test_e2e import ROOT, airflow_home  # noqa: F401  (the shared migrated home)
+from tests.e2e.runner import Cell
 from tests.harness import DURABLE
 
 pytest.importorskip("airflow.providers.snowflake")
@@ -38,17 +35,8 @@ SPECS = [
 
 
 @pytest.fixture(scope="module")
-def summaries(airflow_home: dict[str, str]) -> dict[tuple[str, str, str], dict[str, Any]]:  # noqa: F811
-    cmd = [sys.executable, "-m", "tests.e2e.run_snowflake", *(":".join(spec) for spec in SPECS)]
-    done = subprocess.run(cmd, env=airflow_home, capture_output=True, text=True, timeout=900, cwd=ROOT)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("E2E-SUMMARY ")]
-    assert done.returncode == 0 and len(lines) == len(SPECS), (done.stdout[-3000:], done.stderr[-6000:])
-    found = {}
-    for line in lines:
-        summary = json.loads(line.removeprefix("E2E-SUMMARY "))
-        record_summary(summary)  # printed at the end of the run (tests/e2e/conftest.py)
-        found[(summary["impl"], summary["path"], summary["scenario"])] = summary
-    return found
+def summaries(run_cells) -> dict[tuple[str, str, str], dict[str, Any]]:
+    return run_cells("snowflake_sql_api", [Cell(*spec) for spec in SPECS])
 
 
 def _common(summary: dict[str, Any]) -> None:
@@ -56,7 +44,7 @@ def _common(summary: dict[str, Any]) -> None:
     assert summary["tries"][-1]["state"] == "success"
     assert summary["emulator_errors"] == []
     # The provider's XCom, naming the statements of the (last) submission, on every path.
-    assert summary["xcoms"]["query_ids"] == summary["handles"][-1]
+    assert summary["xcoms"]["query_ids"] == summary["external_ids"][-1]
 
 
 @pytest.mark.parametrize("path", ["deferrable", "sync"])
@@ -105,4 +93,3 @@ def test_upstream_submits_twice_in_the_same_scenario(summaries, path, scenario):
     _common(summary)
     assert summary["submissions"] == 2
     assert summary["retry_flags"] == [False, False]
-

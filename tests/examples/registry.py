@@ -28,7 +28,6 @@ EXAMPLE_DAGS = ROOT / "example_dags"
 class ExampleDag:
     #: File name in ``example_dags/``.
     file: str
-    dag_id: str
     #: ``setup(env)`` → a started emulator handle with ``.ledger`` (and optionally ``.stop()``).
     setup: Callable[[MutableMapping[str, str]], Any]
     #: ``Ledger.submissions(system)`` filter; ``None`` counts every system's submissions.
@@ -42,10 +41,34 @@ class ExampleDag:
     xcoms: dict[str, frozenset[str]] = field(default_factory=dict)
     #: ``{task_id: value}`` return values (the ``return_value`` XCom) to check, if any.
     returns: dict[str, Callable[[Any], bool]] = field(default_factory=dict)
+    #: The DAG to run; by default the one named like the file.
+    dag_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.dag_id:
+            object.__setattr__(self, "dag_id", Path(self.file).stem)
 
     @property
     def path(self) -> Path:
         return EXAMPLE_DAGS / self.file
+
+
+def start(
+    emulator: Any,
+    env: MutableMapping[str, str],
+    conn_id: str,
+    lifecycle: list[str] | None = None,
+    fast_botocore: bool = False,
+) -> Any:
+    """Start ``emulator`` (with ``lifecycle``: a few active status reads so the deferrable path really
+    defers) and install the connection ``conn_id`` the example DAGs use into ``env``."""
+    if lifecycle is not None:
+        emulator.lifecycle = lifecycle
+    emulator.start()
+    emulator.install_connection(env.__setitem__, conn_id=conn_id)
+    if fast_botocore:
+        emulator.install_fast_botocore(env.__setitem__)
+    return emulator
 
 
 def _collect() -> list[ExampleDag]:

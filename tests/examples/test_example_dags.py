@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import ast
 import inspect
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.dagrun import summaries
 from tests.examples.registry import EXAMPLE_DAGS, EXAMPLES, ROOT, ExampleDag
 from tests.harness import DURABLE
 
@@ -84,18 +83,9 @@ def test_every_durable_operator_has_an_example_dag():
 @pytest.mark.e2e
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.file.removesuffix(".py"))
 def test_example_dag_runs_against_its_emulator(examples_home, example: ExampleDag):
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.examples.run_example", example.file],
-        env=examples_home,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("EXAMPLE-SUMMARY ")]
-    assert done.returncode == 0 and lines, (done.stdout[-3000:], done.stderr[-6000:])
-    summary = json.loads(lines[-1].removeprefix("EXAMPLE-SUMMARY "))
-    detail = (summary, done.stderr[-4000:])
+    cmd = [sys.executable, "-m", "tests.examples.run_example", example.file]
+    (summary,), log = summaries(cmd, examples_home, "EXAMPLE-SUMMARY ", expected=1)
+    detail = (summary, log)
 
     assert summary["dag_run_state"].endswith("success"), detail
     assert set(summary["tasks"].values()) == {"success"}, detail

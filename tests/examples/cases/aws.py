@@ -5,34 +5,26 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
-from tests.examples.registry import ExampleDag
-
-
-def _start(emulator: Any, env: MutableMapping[str, str], lifecycle: list[str]) -> Any:
-    # A few active status reads so the deferrable path really defers.
-    emulator.lifecycle = lifecycle
-    emulator.start()
-    emulator.install_connection(env.__setitem__, conn_id="aws_default")
-    emulator.install_fast_botocore(env.__setitem__)
-    return emulator
+from tests.examples.registry import ExampleDag, start
 
 
 def start_redshift_data(env: MutableMapping[str, str]) -> Any:
     from airflow_durable.testing import RedshiftDataEmulator
 
-    return _start(RedshiftDataEmulator(), env, ["SUBMITTED", "STARTED", "STARTED", "FINISHED"])
+    lifecycle = ["SUBMITTED", "STARTED", "STARTED", "FINISHED"]
+    return start(RedshiftDataEmulator(), env, "aws_default", lifecycle, fast_botocore=True)
 
 
 def start_batch(env: MutableMapping[str, str]) -> Any:
     from airflow_durable.testing import BatchEmulator
 
-    return _start(BatchEmulator(), env, ["SUBMITTED", "RUNNABLE", "RUNNING", "SUCCEEDED"])
+    lifecycle = ["SUBMITTED", "RUNNABLE", "RUNNING", "SUCCEEDED"]
+    return start(BatchEmulator(), env, "aws_default", lifecycle, fast_botocore=True)
 
 
 EXAMPLES = [
     ExampleDag(
         file="durable_redshift_data.py",
-        dag_id="durable_redshift_data",
         setup=start_redshift_data,
         system="redshift-data",
         task_overrides={"poll_interval": 1},
@@ -41,7 +33,6 @@ EXAMPLES = [
     ),
     ExampleDag(
         file="durable_batch.py",
-        dag_id="durable_batch",
         setup=start_batch,
         system="batch",
         task_overrides={"poll_interval": 1},

@@ -24,7 +24,6 @@ _LINKS = frozenset({"bigquery_job_detail", "job_id_path"})
 EXAMPLES = [
     ExampleDag(
         file="durable_bigquery_insert_job.py",
-        dag_id="durable_bigquery_insert_job",
         setup=start_bigquery,
         system="bigquery",
         submissions=2,  # two tasks, one job each
@@ -32,8 +31,10 @@ EXAMPLES = [
         xcoms={"daily_rollup": _LINKS | {"bigquery_table"}, "audit_rollup": _LINKS},
         # The return value is the job id, as with the provider operator (durable or degraded).
         returns={
-            "daily_rollup": lambda job_id: isinstance(job_id, str)
-            and job_id.startswith("airflow_durable_bigquery_insert_job_daily_rollup_"),
+            "daily_rollup": lambda job_id: (
+                isinstance(job_id, str)
+                and job_id.startswith("airflow_durable_bigquery_insert_job_daily_rollup_")
+            ),
         },
     ),
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
-from tests.examples.registry import ExampleDag
+from tests.examples.registry import ExampleDag, start
 
 
 def start_databricks(env: MutableMapping[str, str]) -> Any:
@@ -14,10 +14,8 @@ def start_databricks(env: MutableMapping[str, str]) -> Any:
     emulator = DatabricksEmulator()
     emulator.add_job(job_id=42, name="refresh-marts")  # durable_databricks_run_now.py runs job 42
     # A few status reads of PENDING/RUNNING so the sync path polls and the deferrable path defers.
-    emulator.lifecycle = ["PENDING"] * 3 + ["RUNNING"] * 2 + ["TERMINATED:SUCCESS"]
-    emulator.start()
-    emulator.install_connection(env.__setitem__, conn_id="databricks_default")
-    return emulator
+    lifecycle = ["PENDING"] * 3 + ["RUNNING"] * 2 + ["TERMINATED:SUCCESS"]
+    return start(emulator, env, "databricks_default", lifecycle)
 
 
 _FAST = {"polling_period_seconds": 1, "databricks_retry_delay": 0.1}
@@ -25,7 +23,6 @@ _FAST = {"polling_period_seconds": 1, "databricks_retry_delay": 0.1}
 EXAMPLES = [
     ExampleDag(
         file="durable_databricks_submit_run.py",
-        dag_id="durable_databricks_submit_run",
         setup=start_databricks,
         system="databricks",
         task_overrides=_FAST,
@@ -34,7 +31,6 @@ EXAMPLES = [
     ),
     ExampleDag(
         file="durable_databricks_run_now.py",
-        dag_id="durable_databricks_run_now",
         setup=start_databricks,
         system="databricks",
         task_overrides=_FAST,

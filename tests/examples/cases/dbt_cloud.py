@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
-from tests.examples.registry import ExampleDag
+from tests.examples.registry import ExampleDag, start
 
 
 def start_dbt_cloud(env: MutableMapping[str, str]) -> Any:
@@ -13,17 +13,13 @@ def start_dbt_cloud(env: MutableMapping[str, str]) -> Any:
 
     emulator = DbtCloudEmulator()
     emulator.add_job(job_id=42, name="nightly-models")
-    emulator.lifecycle = ["QUEUED", "STARTING", "RUNNING", "RUNNING", "SUCCESS"]
-    emulator.start()
     # The connection and the emulator's CA variables (the hook forces https).
-    emulator.install_connection(env.__setitem__, conn_id="dbt_cloud_default")
-    return emulator
+    return start(emulator, env, "dbt_cloud_default", ["QUEUED", "STARTING", "RUNNING", "RUNNING", "SUCCESS"])
 
 
 EXAMPLES = [
     ExampleDag(
         file="durable_dbt_cloud_run_job.py",
-        dag_id="durable_dbt_cloud_run_job",
         setup=start_dbt_cloud,
         system="dbt_cloud",
         task_overrides={"check_interval": 1},

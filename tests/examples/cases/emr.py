@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
-from tests.examples.registry import ExampleDag
+from tests.examples.registry import ExampleDag, start
 
 
 def _start(name: str, env: MutableMapping[str, str]) -> Any:
@@ -13,9 +13,7 @@ def _start(name: str, env: MutableMapping[str, str]) -> Any:
 
     emulator = getattr(emr, name)()
     # A few status reads of PENDING/RUNNING so the trigger really waits.
-    emulator.lifecycle = ["PENDING"] + ["RUNNING"] * 2 + list(emulator.DEFAULT_LIFECYCLE[-1:])
-    emulator.start()
-    emulator.install_connection(env.__setitem__, conn_id="aws_default")
+    start(emulator, env, "aws_default", ["PENDING"] + ["RUNNING"] * 2 + list(emulator.DEFAULT_LIFECYCLE[-1:]))
     # The DAGs read the resource ids from Airflow Variables, as a deployment would.
     env["AIRFLOW_VAR_EMR_SERVERLESS_APPLICATION_ID"] = getattr(emulator, "application_id", "")
     env["AIRFLOW_VAR_EMR_VIRTUAL_CLUSTER_ID"] = getattr(emulator, "virtual_cluster_id", "")
@@ -25,7 +23,6 @@ def _start(name: str, env: MutableMapping[str, str]) -> Any:
 EXAMPLES = [
     ExampleDag(
         file="durable_emr_add_steps.py",
-        dag_id="durable_emr_add_steps",
         setup=lambda env: _start("EmrEmulator", env),
         system="emr",
         task_overrides={"waiter_delay": 1},
@@ -34,7 +31,6 @@ EXAMPLES = [
     ),
     ExampleDag(
         file="durable_emr_serverless_start_job.py",
-        dag_id="durable_emr_serverless_start_job",
         setup=lambda env: _start("EmrServerlessEmulator", env),
         system="emr-serverless",
         task_overrides={"waiter_delay": 1},
@@ -42,7 +38,6 @@ EXAMPLES = [
     ),
     ExampleDag(
         file="durable_emr_container.py",
-        dag_id="durable_emr_container",
         setup=lambda env: _start("EmrContainersEmulator", env),
         system="emr-containers",
         task_overrides={"poll_interval": 1},

@@ -5,22 +5,20 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
-from tests.examples.registry import ExampleDag
+from tests.examples.registry import ExampleDag, start
 
 
 def start_snowflake(env: MutableMapping[str, str]) -> Any:
     from airflow_durable.testing import SnowflakeEmulator
 
     # A few running reads so the deferrable path defers to the trigger before the statements finish.
-    emulator = SnowflakeEmulator(lifecycle=["QUEUED", "RUNNING", "RUNNING", "SUCCESS"]).start()
-    emulator.install_connection(env.__setitem__, conn_id="snowflake_default")
-    return emulator
+    emulator = SnowflakeEmulator(lifecycle=["QUEUED", "RUNNING", "RUNNING", "SUCCESS"])
+    return start(emulator, env, "snowflake_default")
 
 
 EXAMPLES = [
     ExampleDag(
         file="durable_snowflake_sql_api.py",
-        dag_id="durable_snowflake_sql_api",
         setup=start_snowflake,
         system="snowflake",
         task_overrides={"poll_interval": 0},

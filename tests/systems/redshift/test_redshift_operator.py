@@ -1,5 +1,5 @@
-"""Redshift Data and Batch specifics the conformance suite does not cover: batch SQL, results, sessions,
-the ClientToken shim on both provider shapes, the Batch tag lookup, user tags and array jobs."""
+"""Redshift Data specifics the conformance suite does not cover: batch SQL, results, sessions and the
+ClientToken shim on both provider shapes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("airflow.providers.amazon")
 
 from airflow_durable.engine import DurableToken  # noqa: E402
-from tests.aws_support import NO_BOTOCORE_RETRIES, PromptBatchWaiters  # noqa: E402
+from tests.aws_support import NO_BOTOCORE_RETRIES  # noqa: E402
 from tests.harness import DURABLE, TaskRunner, record_state  # noqa: E402
 
 PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
@@ -33,24 +33,6 @@ def _redshift(**overrides: Any) -> Any:
     return DurableRedshiftDataOperator(**kwargs)
 
 
-def _batch(emulator: Any, **overrides: Any) -> Any:
-    from airflow_durable.operators.batch import DurableBatchOperator
-
-    kwargs: dict[str, Any] = dict(
-        task_id="job",
-        job_name="nightly-etl",
-        job_queue=emulator.job_queue,
-        job_definition=emulator.job_definition,
-        poll_interval=0,
-        max_retries=1000,
-        waiters=PromptBatchWaiters(),
-        botocore_config=NO_BOTOCORE_RETRIES,
-    )
-    kwargs.update(overrides)
-    return DurableBatchOperator(**kwargs)
-
-
-# --------------------------------------------------------------------------- Redshift Data
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_batch_sql_returns_sub_statement_results_on_every_path(redshift_data_emulator, deferrable):
     redshift_data_emulator.lifecycle = ["SUBMITTED", "STARTED", "STARTED", "FINISHED"]
@@ -136,69 +118,3 @@ def test_session_id_xcom_is_pushed_again_by_a_reconnecting_retry(redshift_data_e
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
     statement = redshift_data_emulator.latest_job()
     assert outcome.xcoms["session_id"] == statement.extra["session_id"]
-
-
-# --------------------------------------------------------------------------- Batch
-@pytest.mark.skipif(not DURABLE, reason="the lookup exists only on a durable runtime")
-def test_lookup_matches_the_token_not_the_job_name_and_lists_the_earliest_job_first(batch_emulator):
-    operator = _batch(batch_emulator)
-    first = batch_emulator.submit("nightly-etl", tags={"airflow-durable-token": TOKEN.text})
-    other = batch_emulator.submit("nightly-etl", tags={"airflow-durable-token": "afd-someone-else-g1"})
-    untagged = batch_emulator.submit("nightly-etl")
-    second = batch_emulator.submit("nightly-etl", tags={"airflow-durable-token": TOKEN.text})
-    assert operator.durable_find_all(TOKEN, {}) == [first, second]
-    assert operator.durable_find_all(DurableToken("afd-nobody-g1", 1), {}) == []
-    assert {other, untagged} <= set(batch_emulator.jobs)
-    # Same createdAt (Batch reports milliseconds): the job id decides, the same way for every try.
-    backend = batch_emulator._backend()
-    backend._jobs[second].job_created_at = backend._jobs[first].job_created_at
-    assert operator.durable_find_all(TOKEN, {}) == sorted([first, second])
-
-
-@pytest.mark.skipif(not DURABLE, reason="the intent record exists only on a durable runtime")
-@pytest.mark.parametrize("deferrable", PATHS)
-def test_submit_job_answer_without_a_job_id_fails_at_once_and_the_retry_finds_the_job(
-    batch_emulator, deferrable
-):
-    """Upstream raises "job_id was not found" before waiting; ours too, instead of storing and polling ""."""
-    batch_emulator.faults.add(
-        path_contains="/batch/SubmitJob",
-        status=200,
-        body={"jobName": "nightly-etl", "jobArn": "arn:aws:batch:us-east-1:123456789012:job/x", "jobId": ""},
-        after=True,  # the job was created; only the answer lacks its id
-    )
-    runner = TaskRunner(lambda: _batch(batch_emulator, deferrable=deferrable))
-    first = runner.run_try()
-    assert first.state == "failed" and isinstance(first.error, ValueError)
-    assert "AWS Batch job - job_id was not found" in str(first.error)
-    assert runner.store.data["airflow_durable.batch"]["state"] == "submitting"  # no id stored
-    assert batch_emulator.server.requests_to("/batch/DescribeJobs") == []  # nothing polled
-    second = runner.run_try()  # the retry finds the job by its token tag and submits nothing
-    assert second.state == "success", second.error
-    (job,) = batch_emulator.ledger.submissions()
-    assert second.result == job.external_id
-
-
-@pytest.mark.parametrize("deferrable", PATHS)
-def test_user_tags_are_kept_and_the_token_tag_added(batch_emulator, deferrable):
-    runner = TaskRunner(lambda: _batch(batch_emulator, tags={"team": "data"}, deferrable=deferrable))
-    assert runner.run().state == "success"
-    (entry,) = batch_emulator.ledger.submissions()
-    tags = entry.payload["tags"]
-    assert tags["team"] == "data"
-    assert ("airflow-durable-token" in tags) is DURABLE
-    assert runner.last_operator.tags == {"team": "data"}  # the operator's own attribute is untouched
-
-
-@pytest.mark.skipif(not DURABLE, reason="reconnects exist only on a durable runtime")
-@pytest.mark.parametrize("deferrable", PATHS)
-def test_array_job_is_tracked_by_its_parent_id(batch_emulator, deferrable):
-    batch_emulator.lifecycle = ["PENDING", "RUNNING", "RUNNING", "SUCCEEDED"]
-    runner = TaskRunner(lambda: _batch(batch_emulator, array_properties={"size": 3}, deferrable=deferrable))
-    runner.store.crash_when(record_state("submitted"), before=False)
-    outcome = runner.run()
-    assert outcome.state == "success", outcome.error
-    (entry,) = batch_emulator.ledger.submissions()
-    assert outcome.result == entry.external_id
-    assert entry.payload["arrayProperties"] == {"size": 3}
-    assert len(batch_emulator.job(entry.external_id).extra["children"]) == 3
