@@ -71,7 +71,7 @@ _DEADLINE_SLACK = dt.timedelta(seconds=2)
 
 
 def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def _iso(moment: dt.datetime | None) -> str | None:
@@ -85,7 +85,7 @@ def _parse_time(value: Any) -> dt.datetime | None:
         moment = dt.datetime.fromisoformat(value)
     except ValueError:
         return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.timezone.utc)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
 
 class JobPhase(enum.Enum):
@@ -174,7 +174,7 @@ def earliest_first(created: Mapping[Any, Any]) -> list[Any]:
         if isinstance(value, str):
             value = _parse_time(value)
         if isinstance(value, dt.datetime):
-            return (0, (value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)).timestamp())
+            return (0, (value if value.tzinfo else value.replace(tzinfo=dt.UTC)).timestamp())
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return (0, float(value))
         return (1, 0.0)
@@ -797,7 +797,7 @@ class DurableJobEngine:
         if not isinstance(started, dt.datetime):
             started = _utcnow()
         elif started.tzinfo is None:
-            started = started.replace(tzinfo=dt.timezone.utc)
+            started = started.replace(tzinfo=dt.UTC)
         return started + timeout
 
     # ------------------------------------------------------------------ the decision
@@ -1177,7 +1177,7 @@ class DurableJobEngine:
         if created is None:
             return
         if created.tzinfo is None:
-            created = created.replace(tzinfo=dt.timezone.utc)
+            created = created.replace(tzinfo=dt.UTC)
         if created < intent_at - CREATED_BEFORE_INTENT_TOLERANCE:
             raise DurableForeignJobError(
                 f"task {self.task_id}: submitting with token {intent.token} returned job {external_id!r}, "
@@ -1218,13 +1218,26 @@ class DurableJobEngine:
 
         context = self._durable_context or {}
         ti = context.get("ti")
+        # What the trigger needs to apply the kill policy without the operator: a user who ends the
+        # deferred task reaches only the trigger.
+        job = {
+            "system": self.durable_system,
+            "locator": self._locator(),
+            "external_id": self._durable_external_id,
+            "cancel": bool(getattr(self, "cancel_on_kill", True)),
+        }
         return DurableOwnedTrigger.wrap(
             trigger,
             dag_id=str(getattr(ti, "dag_id", "")),
             run_id=str(getattr(ti, "run_id", "")),
             task_id=str(getattr(ti, "task_id", self.task_id)),
             map_index=_map_index(ti),
+            job=job if self._durable_external_id is not None and self.durable_system else None,
         )
+
+    def _locator(self) -> dict[str, Any]:
+        locator = {name: getattr(self, name, None) for name in self.durable_locator_fields}
+        return {k: v for k, v in locator.items() if isinstance(v, (str, int, float, bool))}
 
     # ------------------------------------------------------------------ the record
     def _read_record(self, store: StateStore) -> JobRecord | None:
@@ -1327,8 +1340,7 @@ class DurableJobEngine:
         value["operator"] = type(self).__name__
         if self.durable_system:
             value["system"] = self.durable_system
-        locator = {name: getattr(self, name, None) for name in self.durable_locator_fields}
-        locator = {k: v for k, v in locator.items() if isinstance(v, (str, int, float, bool))}
+        locator = self._locator()
         if locator:
             value["locator"] = locator
         try:

@@ -13,7 +13,7 @@ import io
 import os
 import time
 from contextlib import redirect_stderr, redirect_stdout
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -23,7 +23,7 @@ from bench.scenarios import PATHS, case, emit, emulator, factory  # noqa: F401  
 from tests.conformance.systems import SystemCase
 
 SAMPLES = int(os.environ.get("BENCH_DAGTEST_SAMPLES", "3"))
-_dates = iter(datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(hours=h) for h in range(1, 1_000_000))
+_dates = iter(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=h) for h in range(1, 1_000_000))
 
 
 def _run(dag: Any) -> tuple[float, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,7 @@ def describe() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[dist] = None
     return {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": _cpu(),
         "cores": os.cpu_count(),
         "memory_gib": _memory_gib(),

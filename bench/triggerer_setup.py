@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ def main() -> None:
     if dag is None:
         raise RuntimeError(f"the DAG file did not parse into {DAG_ID}: {errors}")
     scheduler_dag = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
-    start = datetime.now(timezone.utc)
+    start = datetime.now(UTC)
     tis = []
     for k in range(-(-spec["tasks"] // TASKS_PER_DAG)):
         when = start + timedelta(minutes=k)

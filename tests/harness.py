@@ -104,7 +104,7 @@ class FakeDagRun:
     def __init__(self) -> None:
         import datetime as dt
 
-        self.start_date = dt.datetime.now(dt.timezone.utc)
+        self.start_date = dt.datetime.now(dt.UTC)
         self.clear_number = 0
         self.run_type = "manual"  # read by providers (e.g. BigQuery's job labels on Airflow 2)
 
@@ -274,7 +274,7 @@ async def _first_event(trigger: Any, timeout: float, allow_timeout: bool = False
 
     try:
         return await asyncio.wait_for(first(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         if allow_timeout:
             return None
         raise TriggerFailure(f"trigger produced no event within {timeout}s") from None

@@ -9,7 +9,11 @@ import json
 import os
 from pathlib import Path
 
-REPORT = Path(os.environ.get("AIRFLOW_DURABLE_TEST_REPORT", Path(__file__).resolve().parent.parent / ".test-report.jsonl"))
+REPORT = Path(
+    os.environ.get(
+        "AIRFLOW_DURABLE_TEST_REPORT", Path(__file__).resolve().parent.parent / ".test-report.jsonl"
+    )
+)
 
 
 def record(section: str, line: str) -> None:

@@ -19,6 +19,7 @@ __all__ = [
     "DURABLE_RUNTIME",
     "TRIGGER_FAIL_METHOD",
     "TRIGGER_TIMEOUT",
+    "aget_task_states",
     "get_task_states",
     "StateStore",
     "apply_defaults",
@@ -83,6 +84,34 @@ def get_task_states(dag_id: str, run_id: str, task_id: str, map_index: int) -> s
     )
     key = task_id if map_index < 0 else f"{task_id}_{map_index}"
     state = states[run_id][key]
+    return None if state is None else str(state)
+
+
+async def aget_task_states(dag_id: str, run_id: str, task_id: str, map_index: int) -> str | None:
+    """`get_task_states` from a trigger's event loop: the async supervisor channel where there is one.
+
+    The triggerer's channel (3.3) answers on the loop it runs on; the sync call, made from a worker thread,
+    was seen never to return inside a real triggerer's ``on_kill``.
+    """
+    import asyncio
+
+    from airflow.sdk.execution_time import task_runner  # Airflow >= 3.0
+
+    asend = getattr(getattr(task_runner, "SUPERVISOR_COMMS", None), "asend", None)
+    if asend is None:
+        return await asyncio.to_thread(get_task_states, dag_id, run_id, task_id, map_index)
+    from airflow.sdk.execution_time.comms import GetTaskStates
+
+    result = await asend(
+        GetTaskStates(
+            dag_id=dag_id,
+            task_ids=[task_id],
+            run_ids=[run_id],
+            map_index=None if map_index < 0 else map_index,
+        )
+    )
+    key = task_id if map_index < 0 else f"{task_id}_{map_index}"
+    state = result.task_states[run_id][key]
     return None if state is None else str(state)
 
 

@@ -130,7 +130,7 @@ class DbtCloudRun(HttpJob):
     @property
     def created_at_iso(self) -> str:
         """The API's ``created_at``: ``created_at`` as an ISO timestamp ."""
-        return dt.datetime.fromtimestamp(self.created_at, dt.timezone.utc).isoformat(timespec="microseconds")
+        return dt.datetime.fromtimestamp(self.created_at, dt.UTC).isoformat(timespec="microseconds")
 
     @property
     def is_terminal(self) -> bool:

@@ -6,10 +6,11 @@ when a triggerer that lost its heartbeat finds that its triggers were handed to 
 (apache/airflow#73454): the provider trigger then cancels a job that the task is still waiting for.
 
 `DurableOwnedTrigger` runs the provider trigger unchanged — same ``run()``, same events, same
-``cleanup()`` — and forwards ``on_kill()`` only when the task instance no longer waits on it: a task that
-is still ``deferred`` was not killed by anyone, its trigger just moved. A clear that has already started
-the next try is handled by that try, which never reuses a job of an older clear epoch (the engine cancels
-it when it decides).
+``cleanup()`` — and acts on ``on_kill()`` only when the task instance no longer waits on it: a task that
+is still ``deferred`` was not killed by anyone, its trigger just moved. When a user did end the task
+(marked it, or cleared it), the wrapper cancels the job itself through the system's hook, as the
+operator's ``on_kill`` would on the sync path (``cancel_on_kill=False`` leaves it running): most provider
+triggers cancel nothing on kill, so leaving it to them would leave a job that no task waits on.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ __all__ = ["DurableOwnedTrigger"]
 
 #: Attributes the triggerer sets on a trigger before running it; the wrapped trigger gets them too.
 _RUNTIME_ATTRIBUTES = ("trigger_id", "triggerer_job_id", "timeout_after", "asset_state_store")
+#: How long ``on_kill`` waits to learn the task's state; the triggerer gives ``on_kill`` 30 s in all.
+_STATE_QUERY_TIMEOUT = 10.0
 
 
 def _load(classpath: str) -> type[BaseTrigger]:
@@ -45,6 +48,7 @@ class DurableOwnedTrigger(BaseTrigger):
         run_id: str,
         task_id: str,
         map_index: int = -1,
+        job: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.trigger_classpath = trigger_classpath
@@ -53,6 +57,9 @@ class DurableOwnedTrigger(BaseTrigger):
         self.run_id = run_id
         self.owner_task_id = task_id
         self.map_index = map_index
+        #: ``{"system", "locator", "external_id", "cancel"}``: the job this deferral waits on, reachable
+        #: without the operator, and whether the operator's ``cancel_on_kill`` asks to cancel it.
+        self.job = job
         self.inner = _load(trigger_classpath)(**trigger_kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -65,12 +72,19 @@ class DurableOwnedTrigger(BaseTrigger):
 
     @classmethod
     def wrap(
-        cls, trigger: BaseTrigger, *, dag_id: str, run_id: str, task_id: str, map_index: int
+        cls,
+        trigger: BaseTrigger,
+        *,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int,
+        job: dict[str, Any] | None = None,
     ) -> BaseTrigger:
         if isinstance(trigger, cls):
             return trigger
         classpath, kwargs = trigger.serialize()
-        return cls(classpath, dict(kwargs), dag_id, run_id, task_id, map_index)
+        return cls(classpath, dict(kwargs), dag_id, run_id, task_id, map_index, job)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -82,6 +96,7 @@ class DurableOwnedTrigger(BaseTrigger):
                 "run_id": self.run_id,
                 "task_id": self.owner_task_id,
                 "map_index": self.map_index,
+                "job": self.job,
             },
         )
 
@@ -102,15 +117,17 @@ class DurableOwnedTrigger(BaseTrigger):
 
     async def on_kill(self) -> None:
         try:
-            state = await asyncio.to_thread(
-                shims.get_task_states, self.dag_id, self.run_id, self.owner_task_id, self.map_index
+            state = await asyncio.wait_for(
+                shims.aget_task_states(self.dag_id, self.run_id, self.owner_task_id, self.map_index),
+                timeout=_STATE_QUERY_TIMEOUT,
             )
         except Exception as err:
             self.log.warning(
-                "not cancelling the job of %s: could not ask whether task %s still waits on it (%s); the "
+                "not cancelling the job of %s: could not ask whether task %s still waits on it (%s: %s); the "
                 "task instance's record keeps tracking the job",
                 self.trigger_classpath,
                 self.owner_task_id,
+                type(err).__name__,
                 err,
             )
             return
@@ -122,5 +139,41 @@ class DurableOwnedTrigger(BaseTrigger):
                 self.owner_task_id,
             )
             return
-        self._hand_down()
-        await self.inner.on_kill()
+        if self.job is None:
+            # A deferral of an earlier release: only the provider trigger knows its job.
+            self._hand_down()
+            await self.inner.on_kill()
+            return
+        await self._cancel_job(state)
+
+    async def _cancel_job(self, state: str | None) -> None:
+        """The engine's kill policy on the deferrable path: a user ended the task, so its job ends too.
+
+        Done here rather than by the provider trigger, since most provider triggers cancel nothing on kill
+        (and the operator's ``cancel_on_kill`` never reaches them).
+        """
+        job = self.job or {}
+        external_id = job.get("external_id")
+        if not job.get("cancel", True):
+            self.log.info(
+                "task %s is %s: cancel_on_kill=False, leaving job %s running (its record keeps tracking it)",
+                self.owner_task_id,
+                state,
+                external_id,
+            )
+            return
+        from airflow_durable.jobs import systems
+
+        self.log.info("task %s is %s: cancelling its job %s", self.owner_task_id, state, external_id)
+        try:
+            await asyncio.to_thread(
+                systems.cancel, str(job.get("system")), dict(job.get("locator") or {}), external_id
+            )
+        except Exception as err:
+            self.log.warning(
+                "could not cancel job %s of task %s (%s: %s); its record keeps tracking it",
+                external_id,
+                self.owner_task_id,
+                type(err).__name__,
+                err,
+            )

@@ -187,7 +187,7 @@ def _deferral(case: SystemCase, emulator: Any, runner: TaskRunner, **overrides: 
 def test_a_deferral_ends_at_the_execution_timeout(case, emulator):
     emulator.lifecycle = case.lifecycle(active_reads=40)
     runner = runner_for(case, emulator, True)
-    runner.ti.start_date = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=20)
+    runner.ti.start_date = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=20)
     _, deferred = _deferral(case, emulator, runner, execution_timeout=dt.timedelta(seconds=30))
     assert deferred.timeout is not None and deferred.timeout <= dt.timedelta(seconds=10)
 
@@ -197,7 +197,7 @@ def test_execution_timeout_while_deferred_cancels_the_job(case, emulator):
 
     emulator.lifecycle = case.lifecycle(active_reads=40)
     runner = runner_for(case, emulator, True)
-    runner.ti.start_date = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
+    runner.ti.start_date = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
     _deferral(case, emulator, runner, execution_timeout=dt.timedelta(seconds=30))
     (job,) = job_ids(case, emulator)
     resumed = case.make(emulator, True, execution_timeout=dt.timedelta(seconds=30))
@@ -296,11 +296,14 @@ class _SupervisorComms:
         self.asked.append(message)
         return TaskStatesResult(task_states={message.run_ids[0]: {message.task_ids[0]: self.state}})
 
+    async def asend(self, message: Any) -> Any:
+        # The triggerer's channel: what a trigger's on_kill uses on its event loop.
+        return self.send(message)
+
 
 @pytest.mark.parametrize("state", ["deferred", "success", None], ids=["reassigned", "marked", "cleared"])
 def test_the_trigger_cancels_on_kill_only_when_the_task_stopped_waiting(case, emulator, state, monkeypatch):
     from airflow.sdk.execution_time import task_runner
-    from airflow.triggers.base import BaseTrigger
 
     from airflow_durable.triggers.owned import DurableOwnedTrigger
 
@@ -313,18 +316,34 @@ def test_the_trigger_cancels_on_kill_only_when_the_task_stopped_waiting(case, em
     rebuilt = DurableOwnedTrigger(**kwargs)  # the triggerer rebuilds it from its row
     comms = _SupervisorComms(state)
     monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
-    for name, value in getattr(emulator, "aio_environ", dict)().items():
-        monkeypatch.setenv(name, value)  # BigQuery: the trigger's async cancel reads another endpoint form
     asyncio.run(rebuilt.on_kill())
     (job,) = job_ids(case, emulator)
     assert comms.asked, "the trigger did not ask whether the task still waits"
-    provider_cancels = type(rebuilt.inner).on_kill is not BaseTrigger.on_kill
-    if state == "deferred" or not provider_cancels:
-        # Reassigned to another triggerer (apache/airflow#73454), or a provider trigger without on_kill.
+    if state == "deferred":
+        # Reassigned to another triggerer (apache/airflow#73454): the task still waits on its job.
         assert state_of(case, emulator, job) != case.cancelled
     else:
-        # A user ended the task (marked, or cleared): the provider trigger's own on_kill runs, as upstream.
+        # A user ended the task (marked, or cleared): the engine's kill policy cancels the job, whether or
+        # not the provider trigger would (most cancel nothing on kill).
         assert state_of(case, emulator, job) == case.cancelled
+
+
+def test_the_trigger_leaves_the_job_running_when_cancel_on_kill_is_false(case, emulator, monkeypatch):
+    from airflow.sdk.execution_time import task_runner
+
+    from airflow_durable.triggers.owned import DurableOwnedTrigger
+
+    if not _has_cancel_on_kill(case, emulator):
+        pytest.skip(f"the provider operator of {case.id} has no cancel_on_kill switch")
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, True, cancel_on_kill=False)
+    _, deferred = _deferral(case, emulator, runner, cancel_on_kill=False)
+    _, kwargs = deferred.trigger.serialize()
+    rebuilt = DurableOwnedTrigger(**kwargs)
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", _SupervisorComms("failed"), raising=False)
+    asyncio.run(rebuilt.on_kill())
+    (job,) = job_ids(case, emulator)
+    assert state_of(case, emulator, job) != case.cancelled
 
 
 def test_durable_tokens_differ_per_lifetime_and_repeat_within_one():

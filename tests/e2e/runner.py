@@ -44,7 +44,7 @@ import sys
 import uuid
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from tests.e2e import dagrun
@@ -533,7 +533,7 @@ def run_cell(emulator: Any, case: Any, dags: dict[str, Any], cell: Cell, day: in
     spec.scenarios[cell.scenario](emulator, case, cell)
     dag = dags[dag_id(case.id, cell.impl, cell.path)]
     # A distinct logical date per cell: several runs of one DAG in one process.
-    date = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(hours=day)
+    date = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=day)
     dag_run, output = dagrun.run_dag(dag, **{_date_arg(): date})
     submissions = case.submissions(emulator)
     xcoms = dagrun.xcoms(dag.dag_id, dag_run.run_id).get(TASK_ID, {})
