@@ -788,7 +788,7 @@ class Deployment:
             time.sleep(0.2)
 
     def _query_postgres(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        import psycopg2  # type: ignore[import-untyped]  # the [runtime] extra; only the test side reads the DB this way
+        import psycopg2  # the [runtime] extra; only the test side reads the DB this way
 
         assert self.postgres is not None
         for attempt in range(2):

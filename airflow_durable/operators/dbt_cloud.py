@@ -123,7 +123,7 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         cause = cause_with_token(reason, token.text) if token is not None else reason
         # Upstream's own path: reuse_existing_run, retry_from_failure (/rerun/ on try > 1), /run/.
         with self.durable_overriding(trigger_reason=cause):
-            self.run_id, job_run_url = self._get_or_trigger_run(context)  # type: ignore[arg-type]
+            self.run_id, job_run_url = self._get_or_trigger_run(context)
         self._durable_hrefs[self.run_id] = job_run_url
         self._push_run_xcoms(context, self.run_id)
         return self.run_id

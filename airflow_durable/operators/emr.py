@@ -42,7 +42,7 @@ with provider_required(__name__):
     from airflow.providers.amazon.aws.hooks import emr as provider_hooks
     from airflow.providers.amazon.aws.operators import emr as provider
     from airflow.providers.common.compat.sdk import AirflowException
-    from botocore.exceptions import ClientError  # type: ignore[import-untyped]
+    from botocore.exceptions import ClientError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -139,7 +139,7 @@ class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator)
         # The provider's own execute: resolves the cluster, pushes job_flow_id and links, injects
         # OpenLineage, adds the steps — without waiting (we wait in durable_poll / durable_defer).
         with self.durable_overriding(deferrable=False, wait_for_completion=False, steps=steps):
-            step_ids = provider.EmrAddStepsOperator.execute(self, context)  # type: ignore[arg-type]
+            step_ids = provider.EmrAddStepsOperator.execute(self, context)
         return list(step_ids)
 
     def durable_find_all(self, token: DurableToken, context: Context) -> list[list[str]]:
@@ -452,7 +452,7 @@ class DurableEmrContainerOperator(DurableJobEngine, provider.EmrContainerOperato
         with self.durable_overriding(
             deferrable=False, wait_for_completion=False, client_request_token=client_token
         ):
-            job_id = provider.EmrContainerOperator.execute(self, context)  # type: ignore[arg-type]
+            job_id = provider.EmrContainerOperator.execute(self, context)
         self.job_id = job_id
         return job_id  # type: ignore[return-value]
 

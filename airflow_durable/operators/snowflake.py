@@ -127,7 +127,7 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
     def durable_poll(self, external_id: list[str], context: Context, reconnect: bool) -> None:
         # The provider's own loop: pushes query_ids, polls every handle, raises on a failed one,
         # then fetches and logs the output.
-        self.poll_until_complete(list(external_id), context)  # type: ignore[arg-type]
+        self.poll_until_complete(list(external_id), context)
 
     def durable_defer(self, external_id: list[str], context: Context, reconnect: bool) -> None:
         # What the provider's deferrable execute does after execute_query: push the handles, check

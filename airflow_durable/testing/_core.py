@@ -780,14 +780,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 
 
-class _CaseInsensitive(dict):  # type: ignore[type-arg]
+class _CaseInsensitive(dict):
     """Header lookup that ignores case (both clients lower-case some names, e.g. ``user-agent``)."""
 
     def __init__(self, items: Mapping[str, str]) -> None:
         super().__init__(items)
         self._lower = {k.lower(): v for k, v in items.items()}
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         return self._lower.get(key.lower(), default)
 
     def __getitem__(self, key: str) -> str:

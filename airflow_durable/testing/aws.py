@@ -169,7 +169,7 @@ def _trimmed_botocore_data() -> str:
         if _data_path is None:
             import tempfile
 
-            import botocore  # type: ignore[import-untyped]
+            import botocore
 
             with open(os.path.join(os.path.dirname(botocore.__file__), "data", "endpoints.json")) as f:
                 endpoints = json.load(f)
@@ -366,8 +366,8 @@ class AwsEmulator(ScriptedEmulator):
         Args:
             max_attempts: botocore's total attempts per call (its default retries when omitted).
         """
-        import boto3  # type: ignore[import-untyped]
-        from botocore.config import Config  # type: ignore[import-untyped]
+        import boto3
+        from botocore.config import Config
 
         config = Config(retries={"total_max_attempts": max_attempts}) if max_attempts else None
         return boto3.client(
@@ -491,7 +491,7 @@ class AwsEmulator(ScriptedEmulator):
         if service not in self._routes_cache:
             routes: list[tuple[str, re.Pattern[str], str]] = []
             try:
-                import botocore.session  # type: ignore[import-untyped]
+                import botocore.session
 
                 model = botocore.session.get_session().get_service_model(_MODEL_NAMES.get(service, service))
             except Exception:

@@ -68,7 +68,7 @@ class BatchEmulator(AwsEmulator):
 
     # ------------------------------------------------------------------ moto set-up
     def configure_moto(self) -> None:
-        import boto3  # type: ignore[import-untyped]
+        import boto3
         from moto.core.config import default_user_config
         from moto.moto_api import state_manager
 

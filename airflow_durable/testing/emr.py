@@ -38,7 +38,7 @@ _TOKEN_IN_NAME = re.compile(r"\[(afd-[0-9a-f]{40}-g\d+) step \d+/\d+\]$")
 
 def _moto_client(emulator: AwsEmulator, service: str) -> Any:
     """A boto3 client straight to moto (set-up calls bypass the front: no ledger, no faults)."""
-    import boto3  # type: ignore[import-untyped]
+    import boto3
 
     return boto3.client(
         service,

@@ -34,7 +34,7 @@ _STATE_QUERY_TIMEOUT = 10.0
 
 def _load(classpath: str) -> type[BaseTrigger]:
     module, _, name = classpath.rpartition(".")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), name)
 
 
 class DurableOwnedTrigger(BaseTrigger):
