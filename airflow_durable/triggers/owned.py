@@ -165,9 +165,12 @@ class DurableOwnedTrigger(BaseTrigger):
         from airflow_durable.jobs import systems
 
         self.log.info("task %s is %s: cancelling its job %s", self.owner_task_id, state, external_id)
+        from asgiref.sync import sync_to_async
+
         try:
-            await asyncio.to_thread(
-                systems.cancel, str(job.get("system")), dict(job.get("locator") or {}), external_id
+            # As the provider triggers' own on_kill call their sync hooks (asgiref, not a bare thread).
+            await sync_to_async(systems.cancel)(
+                str(job.get("system")), dict(job.get("locator") or {}), external_id
             )
         except Exception as err:
             self.log.warning(
