@@ -132,7 +132,7 @@ def test_sdist_holds_the_package_readme_and_pyproject_only(tmp_path):
         assert sorted(n for n in names if n.startswith("airflow_durable/")) == sorted(tracked)
 
 
-def test_wheel_ships_py_typed_the_demo_dags_and_the_entry_points(tmp_path):
+def test_wheel_ships_py_typed_the_demo_dag_builder_and_the_entry_points(tmp_path):
     built = _build(tmp_path, "wheel")
     with zipfile.ZipFile(built[".whl"]) as wheel:
         names = wheel.namelist()
@@ -142,7 +142,8 @@ def test_wheel_ships_py_typed_the_demo_dags_and_the_entry_points(tmp_path):
         ).decode()
         metadata_text = wheel.read(meta).decode()
     assert "airflow_durable/py.typed" in names
-    assert "airflow_durable/demo/dags/databricks.py" in names
+    # The demo writes a two-line DAG file per system that calls this builder with its table row.
+    assert "airflow_durable/demo/dag.py" in names and "airflow_durable/demo/table.py" in names
     assert {n.split("/")[0] for n in names} == {"airflow_durable", meta.split("/")[0]}
     assert f"Version: {airflow_durable.__version__}" in metadata_text
     assert "Requires-Python: >=3.11" in metadata_text

@@ -105,12 +105,12 @@ FAULTS: dict[str, Fault] = {
             ("deferrable", "sync"),
             final="failed",
             pending=(
-                "engine: a deferred durable task that a user marks failed leaves its job running "
-                "(every system measured but Snowflake, which cancels it). DurableOwnedTrigger.on_kill "
-                "decides in the triggerer: for Databricks its get_task_states call never returns and the "
-                "triggerer gives up after on_kill_timeout (30 s); for the others it forwards to the "
-                "provider trigger, which cancels nothing. The engine's cancel_on_kill is not honoured on "
-                "the deferrable path"
+                "a deferred durable task that a user marks failed: measured leaving its job running "
+                "before the fix in DurableOwnedTrigger.on_kill (it now asks the task's state over the "
+                "triggerer's async channel and cancels through the system's hook with asgiref, honouring "
+                "cancel_on_kill; re-measured cells say so). A mark that lands before any triggerer "
+                "picked the trigger up reaches no trigger at all (Airflow calls no on_kill then): the "
+                "record keeps tracking that job and `airflow-durable orphans` reports it"
             ),
             pending_paths=("deferrable",),
         ),
