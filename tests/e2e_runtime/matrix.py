@@ -105,12 +105,14 @@ FAULTS: dict[str, Fault] = {
             ("deferrable", "sync"),
             final="failed",
             pending=(
-                "a deferred durable task that a user marks failed: measured leaving its job running "
-                "before the fix in DurableOwnedTrigger.on_kill (it now asks the task's state over the "
-                "triggerer's async channel and cancels through the system's hook with asgiref, honouring "
-                "cancel_on_kill; re-measured cells say so). A mark that lands before any triggerer "
-                "picked the trigger up reaches no trigger at all (Airflow calls no on_kill then): the "
-                "record keeps tracking that job and `airflow-durable orphans` reports it"
+                "open: a deferred durable task that a user marks failed left its job running on every "
+                "system before the fix in DurableOwnedTrigger.on_kill (it now asks the task's state over "
+                "the triggerer's async channel and cancels through the system's hook with asgiref, "
+                "honouring cancel_on_kill). After it, AWS Batch cancels on PostgreSQL + Celery and "
+                "Databricks on SQLite + LocalExecutor, but Databricks and Redshift Data still left the "
+                "job running on PostgreSQL + Celery (not yet explained). A mark that lands before any "
+                "triggerer picked the trigger up reaches no trigger at all (Airflow calls no on_kill): "
+                "the record keeps tracking that job and `airflow-durable orphans` reports it"
             ),
             pending_paths=("deferrable",),
         ),
