@@ -5,46 +5,14 @@ Class names are public API; a rename in the catalogue is a breaking change for e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from airflow_durable.catalogue import OPERATORS, Operator
 
-from airflow_durable.catalogue import OPERATORS
+#: One provider operator and the durable operator that replaces it with the same arguments: the catalogue's
+#: own row (its ``no_wait_kwarg`` and ``waits_by_default`` say how the provider operator waits).
+DropIn = Operator
 
-
-@dataclass(frozen=True)
-class DropIn:
-    """One provider operator and the durable operator that replaces it with the same arguments."""
-
-    provider_module: str
-    provider_class: str
-    durable_module: str
-    durable_class: str
-    # The argument that turns "submit and wait" into "submit only", and the value that does it.
-    # ``None`` when the provider operator always waits.
-    no_wait_kwarg: str | None = None
-    # True when the provider operator does not wait unless told to (EmrAddStepsOperator).
-    waits_by_default: bool = True
-
-    @property
-    def provider_qualname(self) -> str:
-        return f"{self.provider_module}.{self.provider_class}"
-
-    @property
-    def durable_qualname(self) -> str:
-        return f"{self.durable_module}.{self.durable_class}"
-
-
-# Derived from the one catalogue (airflow_durable.catalogue), in its order.
-DROP_INS: tuple[DropIn, ...] = tuple(
-    DropIn(
-        o.provider_module,
-        o.provider_class,
-        o.durable_module,
-        o.durable_class,
-        o.no_wait_kwarg,
-        waits_by_default=o.waits_by_default,
-    )
-    for o in OPERATORS
-)
+#: The catalogue's rows, in its order.
+DROP_INS: tuple[DropIn, ...] = OPERATORS
 _DBX = next(d.provider_module for d in DROP_INS if d.provider_class == "DatabricksSubmitRunOperator")
 _EMR = next(d.provider_module for d in DROP_INS if d.provider_class == "EmrAddStepsOperator")
 
