@@ -9,7 +9,7 @@ Connection: ``google_cloud_default``. To run it offline against the emulator::
 
     from airflow_durable.testing import BigQueryEmulator
     with BigQueryEmulator() as bq:
-        bq.install()          # BIGQUERY_EMULATOR_HOST + an anonymous google_cloud_default
+        bq.install_connection()  # BIGQUERY_EMULATOR_HOST + an anonymous google_cloud_default
         dag.test()
 """
 
