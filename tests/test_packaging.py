@@ -165,8 +165,9 @@ def _modules_before_and_after(module: str) -> tuple[set[str], set[str]]:
 
     One interpreter for both, so the difference is exactly what importing ``module`` added.
     """
-    baseline = "import airflow.sdk" + (
-        f"; import {_PROVIDER_MODULE[module]}" if module in _PROVIDER_MODULE else ""
+    # Airflow 2 has no task SDK; its BaseOperator (which imports rich itself) is the baseline.
+    baseline = "try:\n import airflow.sdk\nexcept ImportError:\n import airflow.models.baseoperator\n" + (
+        f"import {_PROVIDER_MODULE[module]}" if module in _PROVIDER_MODULE else ""
     )
     probe = (
         f"import sys, json\n{baseline}\nprint(json.dumps(sorted(sys.modules)))\n"
