@@ -49,8 +49,9 @@ HOLD_SECONDS = 90.0
 CELL_BUDGET = 420.0
 #: How long a DAG run may take to end once its jobs finished.
 END_BUDGET = 90.0
-#: After a DAG run ended with a job still running (mark failed, timeout), how long a cancel may take.
-CANCEL_GRACE = 8.0
+#: After a DAG run ended with a job still running (mark failed, timeout), how long a cancel may take: the
+#: triggerer gives a trigger's on_kill 30 s, and its state query alone was seen to take 7 s under load.
+CANCEL_GRACE = 30.0
 #: How long a cell's result waits for its task process to finish its finalize step (seconds).
 FINALIZE_GRACE = 20.0
 #: ``exectimeout``: past this long after the trigger the timeout was not enforced; the job is let end.
