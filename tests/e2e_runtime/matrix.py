@@ -19,8 +19,8 @@ from airflow_durable import catalogue
 
 #: The catalogue's job kinds (``--system``) the matrix runs, and the short key each has in the DAG ids
 #: (no ``_``: `parse_dag_id` splits on it). Keys are stable: docs/reliability.json stores results under
-#: these DAG ids. ``test_matrix_catalogue.py`` fails when a catalogue job kind is neither here nor in
-#: `NOT_IN_MATRIX`.
+#: these DAG ids. ``test_matrix_catalogue.py`` fails when a catalogue job kind has no key here, or a
+#: catalogue operator neither runs in the matrix nor is named in `NOT_IN_MATRIX`.
 KEYS: dict[str, str] = {
     "databricks": "databricks",
     "snowflake": "snowflake",
