@@ -6,11 +6,18 @@ when a triggerer that lost its heartbeat finds that its triggers were handed to 
 (apache/airflow#73454): the provider trigger then cancels a job that the task is still waiting for.
 
 `DurableOwnedTrigger` runs the provider trigger unchanged — same ``run()``, same events, same
-``cleanup()`` — and acts on ``on_kill()`` only when the task instance no longer waits on it: a task that
-is still ``deferred`` was not killed by anyone, its trigger just moved. When a user did end the task
-(marked it, or cleared it), the wrapper cancels the job itself through the system's hook, as the
-operator's ``on_kill`` would on the sync path (``cancel_on_kill=False`` leaves it running): most provider
-triggers cancel nothing on kill, so leaving it to them would leave a job that no task waits on.
+``cleanup()`` — and cancels the job on ``on_kill()`` only when no try of the task will ever wait on it
+again: the task instance ended (a user marked it success, failed or skipped) or no longer exists (its DAG
+run was deleted). Then the wrapper cancels the job itself through the system's hook, as the operator's
+``on_kill`` would on the sync path (``cancel_on_kill=False`` leaves it running): most provider triggers
+cancel nothing on kill, so leaving it to them would leave a job that no task waits on.
+
+In every other state a try of the task runs (again) and its engine owns the decision: ``deferred``, the
+trigger just moved to another triggerer; ``scheduled``/``queued``/``running``, the task resumes because
+the trigger fired on the triggerer that took it over (the job ended), or it was cleared, and the new try
+ends the older epoch's job itself before it submits (DESIGN §8); ``up_for_retry``, the retry reconnects.
+The trigger cannot tell those apart (the triggerer's channel reports a state, not which try or clear),
+and a cancel there would end a job that its owner still waits on.
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ __all__ = ["DurableOwnedTrigger"]
 _RUNTIME_ATTRIBUTES = ("trigger_id", "triggerer_job_id", "timeout_after", "asset_state_store")
 #: How long ``on_kill`` waits to learn the task's state; the triggerer gives ``on_kill`` 30 s in all.
 _STATE_QUERY_TIMEOUT = 10.0
+#: Task-instance states from which no try runs again without a user's clear (which starts a new logical
+#: job): nothing waits on the job any more.
+ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
 def _load(classpath: str) -> type[BaseTrigger]:
@@ -116,11 +126,14 @@ class DurableOwnedTrigger(BaseTrigger):
         return self.inner.cleanup()
 
     async def on_kill(self) -> None:
+        state: str | None
         try:
             state = await asyncio.wait_for(
                 shims.aget_task_states(self.dag_id, self.run_id, self.owner_task_id, self.map_index),
                 timeout=_STATE_QUERY_TIMEOUT,
             )
+        except KeyError:
+            state = "removed"  # Airflow no longer knows the task instance: its DAG run was deleted
         except Exception as err:
             self.log.warning(
                 "not cancelling the job of %s: could not ask whether task %s still waits on it (%s: %s); the "
@@ -137,6 +150,15 @@ class DurableOwnedTrigger(BaseTrigger):
                 "another triggerer, not killed by a user (apache/airflow#73454)",
                 self.trigger_classpath,
                 self.owner_task_id,
+            )
+            return
+        if state not in ENDED_STATES:
+            self.log.info(
+                "not cancelling the job of %s: task %s is %s, so a try of it runs (again) and decides: it "
+                "resumes on the event, reconnects, or (if the task was cleared) ends this job itself",
+                self.trigger_classpath,
+                self.owner_task_id,
+                state,
             )
             return
         if self.job is None:

@@ -283,6 +283,10 @@ def test_a_running_job_stored_by_the_provider_operator_is_adopted(case, emulator
 
 
 # --------------------------------------------------------------------------- the trigger on kill
+#: A task instance Airflow no longer knows (its DAG run was deleted): GetTaskStates answers without it.
+_GONE = "<no task instance>"
+
+
 class _SupervisorComms:
     """Airflow's supervisor channel as a trigger sees it: answers GetTaskStates."""
 
@@ -294,6 +298,8 @@ class _SupervisorComms:
         from airflow.sdk.execution_time.comms import TaskStatesResult
 
         self.asked.append(message)
+        if self.state == _GONE:
+            return TaskStatesResult(task_states={})
         return TaskStatesResult(task_states={message.run_ids[0]: {message.task_ids[0]: self.state}})
 
     async def asend(self, message: Any) -> Any:
@@ -301,8 +307,22 @@ class _SupervisorComms:
         return self.send(message)
 
 
-@pytest.mark.parametrize("state", ["deferred", "success", None], ids=["reassigned", "marked", "cleared"])
-def test_the_trigger_cancels_on_kill_only_when_the_task_stopped_waiting(case, emulator, state, monkeypatch):
+@pytest.mark.parametrize(
+    ("state", "cancels"),
+    [
+        ("deferred", False),  # the trigger was handed to another triggerer (apache/airflow#73454)
+        ("queued", False),  # it fired there: the task resumes on the event
+        (None, False),  # cleared: the new try ends the older epoch's job itself (its own cells)
+        ("up_for_retry", False),  # the retry reconnects
+        ("success", True),  # a user marked it: nothing waits on the job any more
+        ("failed", True),
+        (_GONE, True),  # its DAG run was deleted
+    ],
+    ids=["reassigned", "resumed", "cleared", "retrying", "marked-success", "marked-failed", "run-deleted"],
+)
+def test_the_trigger_cancels_on_kill_only_when_no_try_waits_on_the_job(
+    case, emulator, state, cancels, monkeypatch
+):
     from airflow.sdk.execution_time import task_runner
 
     from airflow_durable.triggers.owned import DurableOwnedTrigger
@@ -319,13 +339,13 @@ def test_the_trigger_cancels_on_kill_only_when_the_task_stopped_waiting(case, em
     asyncio.run(rebuilt.on_kill())
     (job,) = job_ids(case, emulator)
     assert comms.asked, "the trigger did not ask whether the task still waits"
-    if state == "deferred":
-        # Reassigned to another triggerer (apache/airflow#73454): the task still waits on its job.
-        assert state_of(case, emulator, job) != case.cancelled
-    else:
-        # A user ended the task (marked, or cleared): the engine's kill policy cancels the job, whether or
-        # not the provider trigger would (most cancel nothing on kill).
+    if cancels:
+        # The task ended (or is gone): the engine's kill policy cancels the job, whether or not the
+        # provider trigger would (most cancel nothing on kill).
         assert state_of(case, emulator, job) == case.cancelled
+    else:
+        # A try of the task runs (again) and owns the job: cancelling would end what it waits on.
+        assert state_of(case, emulator, job) != case.cancelled
 
 
 def test_the_trigger_leaves_the_job_running_when_cancel_on_kill_is_false(case, emulator, monkeypatch):

@@ -51,6 +51,8 @@ CELL_BUDGET = 420.0
 END_BUDGET = 90.0
 #: After a DAG run ended with a job still running (mark failed, timeout), how long a cancel may take.
 CANCEL_GRACE = 8.0
+#: How long a cell's result waits for its task process to finish its finalize step (seconds).
+FINALIZE_GRACE = 20.0
 #: ``exectimeout``: past this long after the trigger the timeout was not enforced; the job is let end.
 TIMEOUT_IGNORED_AFTER = EXECUTION_TIMEOUT + 70.0
 #: The state-store faults, as the proxy applies them to try 1: the outage outlasts the Task SDK's
@@ -139,6 +141,8 @@ class _Run:
     ended_at: float = 0.0
     store_fault: StoreFault | None = None
     result: CellResult | None = None
+    #: (try, status reads) when that try was first seen deferred: later reads are its trigger's.
+    deferred_reads: tuple[int, int] | None = None
 
 
 class Tier:
@@ -394,9 +398,25 @@ class Tier:
         return state["status_reads"] >= run.baseline_reads + reads
 
     def _waiting_on_job(self, run: _Run, ti: Any, state: dict[str, Any]) -> bool:
-        """The task (sync: running, deferrable: deferred) polls a job of this DAG run."""
-        waiting = "running" if run.cell.path == "sync" else "deferred"
-        return ti is not None and ti.state == waiting and bool(state["jobs"]) and state["status_reads"] >= 2
+        """The task (sync: running, deferrable: deferred) polls a job of this DAG run.
+
+        Deferred, it polls only once a triggerer runs its trigger: a status read counted after the task
+        instance was first seen deferred is the trigger's (the operator's own reads come before it defers).
+        A user's action that lands before any triggerer picked the trigger up reaches no trigger at all.
+        """
+        if run.cell.path == "sync":
+            return (
+                ti is not None
+                and ti.state == "running"
+                and bool(state["jobs"])
+                and state["status_reads"] >= 2
+            )
+        if ti is None or ti.state != "deferred" or not state["jobs"]:
+            return False
+        if run.deferred_reads is None or run.deferred_reads[0] != ti.try_number:
+            run.deferred_reads = (ti.try_number, state["status_reads"])
+            return False
+        return state["status_reads"] > run.deferred_reads[1]
 
     def _step(self, run: _Run, state: dict[str, Any]) -> None:
         assert self.dep is not None
@@ -547,8 +567,14 @@ class Tier:
     def _collect(self, run: _Run, error: str = "") -> None:
         assert self.dep is not None
         cell = run.cell
-        state = self._states([run])[cell.dag_id]
         ti = self._ti(run)
+        if ti is not None:
+            # The task runner reports the task's state before its finalize step pushes the operator-link
+            # XComs (`_link_*`): read them once the task process is gone, not when the state turns.
+            deadline = time.monotonic() + FINALIZE_GRACE
+            while self.dep.task_pid(ti.id) and time.monotonic() < deadline:
+                time.sleep(0.5)
+        state = self._states([run])[cell.dag_id]
         history = [list(t) for t in self.dep.try_history(cell.dag_id, run.run_id, TASK_ID)]
         if ti is not None:
             history.append([ti.try_number, ti.state])
