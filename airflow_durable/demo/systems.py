@@ -195,6 +195,9 @@ class DemoBackend:
         and before the task hands over to the triggerer.
         """
         method, path = self.system.data["status"]
+        # ``"hold": "submit"``: the operator defers right after its submit call answers (no status read
+        # in the worker), so the submit call itself is held, after it took effect.
+        on_submit = self.system.data.get("hold") == "submit"
         self._holds[dag_id] = self.emulator.faults.add(
             method=method,
             path_contains=path,
@@ -202,7 +205,12 @@ class DemoBackend:
             latency=seconds,
             times=1,
             transport="sync",
-            predicate=lambda request: self._owns(dag_id, request),
+            predicate=(
+                (lambda request: dag_id.encode() in request.body)
+                if on_submit
+                else (lambda request: self._owns(dag_id, request))
+            ),
+            after=on_submit,
         )
 
     def held(self, dag_id: str) -> bool:
@@ -211,13 +219,17 @@ class DemoBackend:
         return hold is not None and hold.hits >= 1 and bool(self._mine(dag_id))
 
     def submissions(self, dag_id: str) -> int:
-        """How many submit calls for ``dag_id`` reached the emulator (idempotent replays included)."""
+        """How many submit calls for ``dag_id`` started a job on the emulator.
+
+        An idempotent replay is not one: a retry killed inside its submit call (``"hold": "submit"``)
+        resends the same token, and the service answers with the job the first call started.
+        """
         jobs = list(self.emulator.jobs.values())
         submits = {j.operation for j in jobs}
         mine = {str(j.id) for j in jobs if self._is_mine(dag_id, j)}
         return sum(
             1
-            for e in self.emulator.ledger.select(self.emulator.system)
+            for e in self.emulator.ledger.select(self.emulator.system, created=True)
             if e.operation in submits
             and {str(i) for i in (e.external_id if isinstance(e.external_id, list) else [e.external_id])}
             & mine

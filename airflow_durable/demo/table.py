@@ -7,7 +7,9 @@ One row per ``--system`` the demo runs (a job kind of the catalogue), read by
   the demo lets a job run (the last state is sticky until the demo finishes the job); ``success``: the
   state the demo finishes a job in;
 * ``status``: the HTTP method and a substring of the logical path of the worker's status read, which
-  the demo holds after the submission so it can kill the worker while the job runs;
+  the demo holds after the submission so it can kill the worker while the job runs; with
+  ``"hold": "submit"`` (operators that defer as soon as the submit call answers) it is the submit call,
+  held after it took effect;
 * ``kwargs``: the operator's arguments, the same on both sides. ``{dag_id}`` in a string is replaced by
   the DAG's id (so the emulator tells the two DAGs' jobs apart); a value that is exactly ``"{job_id}"``
   is replaced by the DAG's entry in ``job_ids``;
@@ -25,7 +27,8 @@ __all__ = ["COMMON_KWARGS", "DEMO"]
 
 #: Arguments every demo task gets, on both sides (``retry_delay`` in seconds).
 COMMON_KWARGS: dict[str, Any] = {"deferrable": True, "retries": 2, "retry_delay": 2}
-_AWS = {"aws_conn_id": "aws_default", "poll_interval": 1}
+_AWS_CONN = {"aws_conn_id": "aws_default"}
+_AWS = {**_AWS_CONN, "poll_interval": 1}
 
 DEMO: dict[str, dict[str, Any]] = {
     "databricks": {
@@ -110,6 +113,59 @@ DEMO: dict[str, dict[str, Any]] = {
             "job_queue": "emulator-queue",
             "job_definition": "emulator-job-def",
             "container_overrides": {"command": ["python", "etl.py"]},
+        },
+    },
+    "emr-steps": {
+        "title": "EMR",
+        "emulator": "airflow_durable.testing.emr.EmrEmulator",
+        "running": ("PENDING", "RUNNING"),
+        "success": "COMPLETED",
+        # Both operators defer right after AddJobFlowSteps answers (no status read in the worker): try 1
+        # is held inside the submit call itself, once the steps exist (see DemoBackend.hold_after_submit).
+        "hold": "submit",
+        "status": ("POST", "/elasticmapreduce/AddJobFlowSteps"),
+        "job_noun": "step",
+        "cost_unit": "cluster time",
+        "task_id": "nightly_spark",
+        # The cluster is created (WAITING) at start; the DAG reads its id from this Variable.
+        "variables": {"afd_demo_emr_cluster_id": "cluster_id"},
+        "kwargs": {
+            **_AWS_CONN,
+            "job_flow_id": "{{ var.value.afd_demo_emr_cluster_id }}",
+            "steps": [
+                {
+                    "Name": "{dag_id}",
+                    "ActionOnFailure": "CONTINUE",
+                    "HadoopJarStep": {
+                        "Jar": "command-runner.jar",
+                        "Args": ["spark-submit", "s3://my-bucket/jobs/etl.py"],
+                    },
+                }
+            ],
+            "waiter_delay": 1,
+            "waiter_max_attempts": 600,
+        },
+    },
+    "emr-serverless": {
+        "title": "EMR Serverless",
+        "emulator": "airflow_durable.testing.emr.EmrServerlessEmulator",
+        "running": ("PENDING", "RUNNING"),
+        "success": "SUCCESS",
+        "hold": "submit",
+        "status": ("POST", "/emr-serverless/StartJobRun"),
+        "job_noun": "job run",
+        "cost_unit": "application time",
+        "task_id": "nightly_spark",
+        # The application is created at start; the DAG reads its id from this Variable.
+        "variables": {"afd_demo_emr_serverless_application_id": "application_id"},
+        "kwargs": {
+            **_AWS_CONN,
+            "name": "{dag_id}",
+            "application_id": "{{ var.value.afd_demo_emr_serverless_application_id }}",
+            "execution_role_arn": "arn:aws:iam::123456789012:role/emr-serverless-job",
+            "job_driver": {"sparkSubmit": {"entryPoint": "s3://my-bucket/jobs/etl.py"}},
+            "waiter_delay": 1,
+            "waiter_max_attempts": 600,
         },
     },
     "emr-eks": {

@@ -319,6 +319,7 @@ class FaultPlan:
             drop: close the connection without any answer (a connection error to the client).
             after: let the service handle the call first (its effect and ledger entry happen),
                 then replace the answer: models "the job was created but the response was lost".
+                With ``latency``, the delay comes after the service handled the call.
         """
         if transport not in (None, "sync", "async"):
             raise ValueError(f"transport must be None, 'sync' or 'async', not {transport!r}")
@@ -636,13 +637,15 @@ class LoopbackServer:
     def dispatch(self, request: Request) -> Response | None:
         """The answer to ``request``; ``None`` means drop the connection without answering."""
         fault = self.faults.take(request)
-        if fault is not None and fault.latency:
+        if fault is not None and fault.latency and not fault.after:
             time.sleep(fault.latency)
         if fault is not None and not fault.after and (fault.drop or fault.status is not None):
             response = None if fault.drop else self._fault_response(fault)
             self._log(request, None if response is None else response.status, fault)
             return response
         response = self._handle(request)
+        if fault is not None and fault.after and fault.latency:
+            time.sleep(fault.latency)  # the call took effect; its answer is late
         if fault is not None and fault.after and (fault.drop or fault.status is not None):
             response = None if fault.drop else self._fault_response(fault)
         self._log(request, None if response is None else response.status, fault)

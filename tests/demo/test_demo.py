@@ -54,6 +54,8 @@ SUCCESS_STATE = {
     "redshift": "FINISHED",
     "batch": "SUCCEEDED",
     "emr-eks": "COMPLETED",
+    "emr-steps": "COMPLETED",
+    "emr-serverless": "SUCCESS",
 }
 #: Systems the runtime run demos by default (each demo costs ~2 min of CI). The others run when
 #: AFD_DEMO_SYSTEMS names them (comma-separated) or is "all".
@@ -263,6 +265,8 @@ def test_registry() -> None:
         "databricks",
         "dbt-cloud",
         "emr-eks",
+        "emr-serverless",
+        "emr-steps",
         "redshift",
         "snowflake",
     ]
@@ -416,7 +420,7 @@ def test_unknown_system_is_a_usage_error() -> None:
     assert unknown.exit_code == 2
     assert (
         "unknown demo system 'nope'; known: batch, bigquery, databricks, dbt-cloud, emr-eks, "
-        "redshift, snowflake" in unknown.output
+        "emr-serverless, emr-steps, redshift, snowflake" in unknown.output
     )
     listed = CliRunner().invoke(app, ["demo", "--list"])
     assert listed.exit_code == 0

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.e2e_runtime.matrix import AWS_SYSTEMS, dbt_job_id
+from tests.e2e_runtime.matrix import KINDS, dbt_job_id
 
 REPO = Path(__file__).resolve().parents[2]
 #: Words of a job state that mean it ended (across the systems' vocabularies).
@@ -47,33 +47,31 @@ def _running(state: Any) -> bool:
 
 
 def _backend(system: str, dag_ids: list[str]) -> Any:
+    """The demo's backend of the matrix system ``system`` (its catalogue job kind), started."""
     from airflow_durable.demo import systems as demo
 
-    if system == "databricks":
-        return demo._DatabricksBackend()
-    if system == "snowflake":
-        return demo._SnowflakeBackend()
-    if system == "bigquery":
-        return demo._BigQueryBackend()
-    if system == "dbtcloud":
-        return demo._DbtCloudBackend({dag_id: dbt_job_id(dag_id) for dag_id in dag_ids})
-    if system == "redshift":
-        return demo._RedshiftDataBackend()
-    if system == "batch":
-        return demo._BatchBackend()
-    if system == "emreks":
-        return demo._EmrEksBackend()
-    raise SystemExit(f"unknown system {system!r}")
+    if system not in KINDS:
+        raise SystemExit(f"unknown system {system!r}; known: {', '.join(KINDS)}")
+    demo_system = demo.get(KINDS[system])
+    # A system that starts predefined jobs (dbt Cloud) gets one per DAG: the emulator tells runs apart.
+    job_ids = {dag_id: dbt_job_id(dag_id) for dag_id in dag_ids} if demo_system.job_ids else None
+    return demo_system.start(job_ids)
 
 
 def _environment(system: str, backend: Any) -> dict[str, str]:
+    """The backend's environment under the names the matrix DAGs read: the AWS connection as
+    ``aws_<system>`` (every AWS emulator is its own endpoint: one connection each) and the demo's
+    Variables ``afd_demo_*`` as ``afd_rt_*``."""
     env = dict(backend.environment())
-    if system in AWS_SYSTEMS:  # every AWS emulator is its own endpoint: one connection each
+    if "AIRFLOW_CONN_AWS_DEFAULT" in env:
         env[f"AIRFLOW_CONN_AWS_{system.upper()}"] = env.pop("AIRFLOW_CONN_AWS_DEFAULT")
     for name in list(env):
-        if name.startswith("AIRFLOW_VAR_AFD_DEMO_EMR"):
-            env["AIRFLOW_VAR_AFD_RT_EMR_VIRTUAL_CLUSTER_ID"] = env.pop(name)
+        if name.startswith(_DEMO_VAR):
+            env[_RT_VAR + name.removeprefix(_DEMO_VAR)] = env.pop(name)
     return env
+
+
+_DEMO_VAR, _RT_VAR = "AIRFLOW_VAR_AFD_DEMO_", "AIRFLOW_VAR_AFD_RT_"
 
 
 def serve(system: str, dag_ids: list[str]) -> None:
@@ -129,8 +127,13 @@ def serve(system: str, dag_ids: list[str]) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     print(f"READY {server.server_address[1]}", flush=True)
+
     # The parent going away (even SIGKILLed) ends the emulator too: stdin closes.
-    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    def watch_stdin() -> None:
+        sys.stdin.read()
+        done.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
     done.wait()
     server.shutdown()
     backend.stop()

@@ -235,6 +235,18 @@ def test_after_fault_lets_the_call_take_effect_and_loses_the_answer(server):
     assert server.state["n"] == 1  # the effect happened
 
 
+def test_after_latency_delays_the_answer_of_a_call_that_took_effect(server):
+    """``after=True`` with only a latency: the effect happens at once, the answer comes late (a client
+    killed meanwhile never learns what it started)."""
+    server.faults.add(path_contains="/count", latency=1.0, after=True)
+    with pytest.raises(requests.Timeout):
+        requests.post(f"{server.url}/count", json={}, timeout=0.3)
+    assert server.state["n"] == 1  # counted before the answer was due
+    started = time.monotonic()
+    assert requests.post(f"{server.url}/count", json={}).status_code == 201
+    assert time.monotonic() - started < 0.9  # held once only
+
+
 async def test_transport_filtered_fault_only_hits_aiohttp(server):
     fault = server.faults.add(path_contains="/echo", status=503, times=None, transport="async")
     assert requests.get(f"{server.url}/echo").status_code == 200

@@ -7,6 +7,7 @@ test selected (``AFD_RT_CELLS``) are defined, to keep parsing cheap for every ta
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 from datetime import datetime, timedelta
@@ -14,7 +15,15 @@ from typing import Any
 
 from airflow.sdk import DAG
 
-from tests.e2e_runtime.matrix import EXECUTION_TIMEOUT, TASK_ID, parse_dag_id, selected_dag_ids
+from airflow_durable import catalogue
+from tests.e2e_runtime.matrix import (
+    EXECUTION_TIMEOUT,
+    KINDS,
+    SYSTEMS,
+    TASK_ID,
+    parse_dag_id,
+    selected_dag_ids,
+)
 
 #: ``completekill`` cells: how long try 1 stays inside its resumption (``execute_complete``) after the
 #: trigger's success event, for the test to SIGKILL it there. A later try is not held.
@@ -26,7 +35,7 @@ def _held_in_completion(operator: type) -> type:
     method (``execute_complete``): the moment a worker dies between the success event and the end.
     The operator's own code is untouched; this only widens the window the test aims at."""
 
-    class Held(operator):  # type: ignore[misc, valid-type]
+    class Held(operator):  # type: ignore[misc,valid-type,unused-ignore]
         def resume_execution(self, next_method: str, next_kwargs: Any, context: Any) -> Any:
             if next_method != "__fail__" and context["ti"].try_number == 1:
                 logging.getLogger(__name__).warning(
@@ -40,50 +49,17 @@ def _held_in_completion(operator: type) -> type:
 
 
 def _classes(system: str) -> tuple[type, type]:
+    """The matrix system's (upstream, durable) operator classes, named by the catalogue."""
     # Imported per system: a DAG file of Databricks cells never imports Google's libraries.
-    if system == "databricks":
-        from airflow.providers.databricks.operators.databricks import DatabricksSubmitRunOperator
-
-        from airflow_durable.operators.databricks import DurableDatabricksSubmitRunOperator
-
-        return DatabricksSubmitRunOperator, DurableDatabricksSubmitRunOperator
-    if system == "snowflake":
-        from airflow.providers.snowflake.operators.snowflake import SnowflakeSqlApiOperator
-
-        from airflow_durable.operators.snowflake import DurableSnowflakeSqlApiOperator
-
-        return SnowflakeSqlApiOperator, DurableSnowflakeSqlApiOperator
-    if system == "bigquery":
-        from airflow.providers.google.cloud.operators.bigquery import BigQueryInsertJobOperator
-
-        from airflow_durable.operators.bigquery import DurableBigQueryInsertJobOperator
-
-        return BigQueryInsertJobOperator, DurableBigQueryInsertJobOperator
-    if system == "dbtcloud":
-        from airflow.providers.dbt.cloud.operators.dbt import DbtCloudRunJobOperator
-
-        from airflow_durable.operators.dbt_cloud import DurableDbtCloudRunJobOperator
-
-        return DbtCloudRunJobOperator, DurableDbtCloudRunJobOperator
-    if system == "redshift":
-        from airflow.providers.amazon.aws.operators.redshift_data import RedshiftDataOperator
-
-        from airflow_durable.operators.redshift import DurableRedshiftDataOperator
-
-        return RedshiftDataOperator, DurableRedshiftDataOperator
-    if system == "batch":
-        from airflow.providers.amazon.aws.operators.batch import BatchOperator
-
-        from airflow_durable.operators.batch import DurableBatchOperator
-
-        return BatchOperator, DurableBatchOperator
-    if system == "emreks":
-        from airflow.providers.amazon.aws.operators.emr import EmrContainerOperator
-
-        from airflow_durable.operators.emr import DurableEmrContainerOperator
-
-        return EmrContainerOperator, DurableEmrContainerOperator
-    raise ValueError(f"unknown system {system!r}")
+    kind = KINDS.get(system)
+    if kind is None:
+        raise ValueError(f"unknown system {system!r}")
+    _, upstream, durable = SYSTEMS[system]
+    row = next(o for o in catalogue.operators_of(kind) if o.durable_class == durable)
+    return (
+        getattr(importlib.import_module(row.provider_module), upstream),
+        getattr(importlib.import_module(row.durable_module), durable),
+    )
 
 
 def _arguments(system: str, dag_id: str, deferrable: bool) -> dict[str, Any]:
@@ -149,6 +125,37 @@ def _arguments(system: str, dag_id: str, deferrable: bool) -> dict[str, Any]:
             "release_label": "emr-7.1.0-latest",
             "job_driver": {"sparkSubmitJobDriver": {"entryPoint": "s3://my-bucket/jobs/etl.py"}},
             "poll_interval": 1,
+        }
+    if system == "emr":
+        return {
+            "aws_conn_id": "aws_emr",
+            "job_flow_id": "{{ var.value.afd_rt_emr_cluster_id }}",
+            "steps": [
+                {
+                    "Name": dag_id,
+                    "ActionOnFailure": "CONTINUE",
+                    "HadoopJarStep": {
+                        "Jar": "command-runner.jar",
+                        "Args": ["spark-submit", "s3://my-bucket/etl.py"],
+                    },
+                }
+            ],
+            # The provider only adds the steps unless told to wait; its deferrable path waits anyway (and
+            # with wait_for_completion it would first wait in the worker, then defer).
+            "wait_for_completion": not deferrable,
+            "waiter_delay": 1,
+            "waiter_max_attempts": 1200,
+        }
+    if system == "emrserverless":
+        return {
+            "aws_conn_id": "aws_emrserverless",
+            "name": dag_id,
+            "application_id": "{{ var.value.afd_rt_emr_serverless_application_id }}",
+            "execution_role_arn": "arn:aws:iam::123456789012:role/emr-serverless-job",
+            "job_driver": {"sparkSubmit": {"entryPoint": "s3://my-bucket/jobs/etl.py"}},
+            "waiter_delay": 1,
+            # Also the deferral's timeout (attempts x delay): longer than any cell lets a job run.
+            "waiter_max_attempts": 1200,
         }
     raise ValueError(f"unknown system {system!r}")
 
