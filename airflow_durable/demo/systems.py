@@ -316,23 +316,3 @@ def _from_catalogue(name: str, data: Mapping[str, Any]) -> DemoSystem:
 for _name in catalogue.SYSTEM_NAMES:
     if _name in DEMO:
         register(_from_catalogue(_name, DEMO[_name]))
-
-
-#: The names the runtime tier's emulator runner (tests/e2e_runtime/emulator_runner.py) starts a backend
-#: by, from before every system ran on the one `DemoBackend`.
-_KEPT_BACKENDS = {
-    "_DatabricksBackend": "databricks",
-    "_SnowflakeBackend": "snowflake",
-    "_BigQueryBackend": "bigquery",
-    "_DbtCloudBackend": "dbt-cloud",
-    "_RedshiftDataBackend": "redshift",
-    "_BatchBackend": "batch",
-    "_EmrEksBackend": "emr-eks",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _KEPT_BACKENDS:
-        system = get(_KEPT_BACKENDS[name])
-        return lambda job_ids=None: system.start(job_ids)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
