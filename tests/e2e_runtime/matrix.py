@@ -55,7 +55,7 @@ SYSTEMS: dict[str, tuple[str, str, str]] = _systems()
 #: Systems whose cells docs/reliability.json does not hold yet (added to the matrix since it was last
 #: run; ``make reliability`` records them). docs/reliability.md lists their cells as not run. Take a system
 #: out once its cells are recorded: test_reliability_doc.py fails while a listed system has all of them.
-UNMEASURED: tuple[str, ...] = ("emr", "emrserverless")
+UNMEASURED: tuple[str, ...] = ()
 #: The job kind (catalogue ``system``) of each matrix key.
 KINDS: dict[str, str] = {key: kind for kind, key in KEYS.items()}
 #: The systems whose connection is an AWS one (each gets its own ``aws_<system>`` connection: every
