@@ -110,35 +110,18 @@ def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> No
             )
         elif r.durable_ok and before and set(before.get("xcom_keys") or ()) - set(r.xcom_keys):
             lost = set(before["xcom_keys"]) - set(r.xcom_keys)
-            _xcom_problem(r.dag_id, lost, f"lost XComs {lost}", problems, waiting)
+            problems.append(f"{r.dag_id}: lost XComs {lost}")
     # Same operator, same results: a durable cell pushes the XComs its upstream twin pushes.
     for r in results:
         twin = by_id.get(r.dag_id.replace("_durable_", "_upstream_"))
         if r.side == "durable" and twin and twin.final_state == "success" and r.final_state == "success":
             if missing := set(twin.xcom_keys) - set(r.xcom_keys):
-                _xcom_problem(r.dag_id, missing, f"XComs {missing} missing vs upstream", problems, waiting)
+                problems.append(f"{r.dag_id}: XComs {missing} missing vs upstream")
     if problems:
         pytest.fail("\n\n".join(problems + waiting))
     if waiting:
-        reasons = sorted({pending(parse_dag_id(w.split(":")[0])) or _LINKS_PENDING for w in waiting})
+        reasons = sorted({pending(parse_dag_id(w.split(":")[0])) for w in waiting})
         pytest.xfail("; ".join(reasons) + "\n" + "\n".join(waiting))
-
-
-#: An open defect, measured on the PostgreSQL + Celery tier and not yet explained: after a kill, the
-#: durable retry of these operators ends in success with the provider's XComs, but without some of the
-#: operator-link XComs (`_link_*`) that Airflow's finalize step pushes. Jobs, final state and the
-#: provider's own XComs are still judged; only the lost link keys of these systems are waited on.
-_LINKS_PENDING = (
-    "open: operator-link XComs (_link_*) lost on a durable retry after a kill (dbt Cloud, AWS Batch)"
-)
-_LINKS_PENDING_SYSTEMS = ("_dbtcloud_", "_batch_")
-
-
-def _xcom_problem(dag_id: str, keys: set[str], text: str, problems: list[str], waiting: list[str]) -> None:
-    if all(key.startswith("_link_") for key in keys) and any(s in dag_id for s in _LINKS_PENDING_SYSTEMS):
-        waiting.append(f"{dag_id}: {text}")
-    else:
-        problems.append(f"{dag_id}: {text}")
 
 
 @pytest.mark.parametrize("phase", list(PHASES))
