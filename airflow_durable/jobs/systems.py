@@ -8,7 +8,8 @@ system is looked at. Status strings are classified as the operators classify the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ class LiveStatus:
         return self.phase == ACTIVE
 
 
-def _phase(status: str, active: set[str], succeeded: set[str], failed: set[str]) -> str:
+def _phase(status: str, active: Set[str], succeeded: Set[str], failed: Set[str]) -> str:
     if status in active:
         return ACTIVE
     if status in succeeded:
@@ -44,6 +45,16 @@ def _phase(status: str, active: set[str], succeeded: set[str], failed: set[str])
     if status in failed:
         return FAILED
     return UNKNOWN
+
+
+def _declared_phase(kind: str, status: str) -> str:
+    """``status`` classified by the status sets the job kind's durable operator declares: one list of a
+    system's statuses for the operators and for this view (the operator module imports only its provider)."""
+    op = catalogue.operators_of(kind)[0]
+    cls = getattr(importlib.import_module(op.durable_module), op.durable_class)
+    return _phase(
+        status, cls.durable_active_statuses, cls.durable_succeeded_statuses, cls.durable_failed_statuses
+    )
 
 
 def _not_found(err: BaseException) -> bool:
@@ -64,9 +75,6 @@ def _aws_console(region: str | None, path: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- Databricks
-_DBX_ACTIVE = {"PENDING", "QUEUED", "RUNNING", "TERMINATING", "BLOCKED", "WAITING_FOR_RETRY"}
-
-
 def _databricks_hook(locator: dict[str, Any]) -> Any:
     from airflow.providers.databricks.hooks.databricks import DatabricksHook
 
@@ -81,12 +89,10 @@ def _databricks_status(locator: dict[str, Any], ext: Any) -> LiveStatus:
     state = run.get("state") or {}
     life, result = state.get("life_cycle_state", ""), state.get("result_state", "")
     status = f"{life}:{result}" if result else life
-    if life in _DBX_ACTIVE:
-        phase = ACTIVE
-    elif life in ("TERMINATED", "SKIPPED", "INTERNAL_ERROR"):
-        phase = SUCCEEDED if (life, result) == ("TERMINATED", "SUCCESS") else FAILED
-    else:
-        phase = UNKNOWN
+    # Composite, as the operator reads it: only TERMINATED:SUCCESS succeeded, else the life cycle decides.
+    phase = _declared_phase("databricks", f"{life}:{result}")
+    if phase == UNKNOWN:
+        phase = _declared_phase("databricks", life)
     return LiveStatus(phase, status, run.get("run_page_url"))
 
 
@@ -108,7 +114,7 @@ def _handles(ext: Any) -> list[str]:
 def _snowflake_status(locator: dict[str, Any], ext: Any) -> LiveStatus:
     hook = _snowflake_hook(locator)
     statuses = [str(hook.get_sql_api_query_status(h).get("status")) for h in _handles(ext)]
-    phases = {_phase(s, {"running"}, {"success"}, {"error"}) for s in statuses}
+    phases = {_declared_phase("snowflake", s) for s in statuses}
     phase = next((p for p in (UNKNOWN, ACTIVE, FAILED) if p in phases), SUCCEEDED)
     return LiveStatus(phase, ",".join(statuses))
 
@@ -173,7 +179,7 @@ def _dbt_status(locator: dict[str, Any], ext: Any) -> LiveStatus:
     data = _dbt_hook(locator).get_job_run(run_id=int(ext), account_id=locator.get("account_id")).json()
     data = data["data"]
     status = _DBT_STATUS.get(data.get("status"), str(data.get("status")))
-    phase = _phase(status, {"QUEUED", "STARTING", "RUNNING"}, {"SUCCESS"}, {"ERROR", "CANCELLED"})
+    phase = _declared_phase("dbt-cloud", status)
     return LiveStatus(phase, status, data.get("href"))
 
 
@@ -199,9 +205,7 @@ def _redshift_hook(locator: dict[str, Any]) -> Any:
 
 def _redshift_status(locator: dict[str, Any], ext: Any) -> LiveStatus:
     status = str(_redshift_hook(locator).conn.describe_statement(Id=str(ext))["Status"])
-    return LiveStatus(
-        _phase(status, {"SUBMITTED", "PICKED", "STARTED"}, {"FINISHED"}, {"FAILED", "ABORTED"}), status
-    )
+    return LiveStatus(_declared_phase("redshift", status), status)
 
 
 def _redshift_cancel(locator: dict[str, Any], ext: Any) -> None:
@@ -219,9 +223,8 @@ def _batch_status(locator: dict[str, Any], ext: Any) -> LiveStatus:
     if job is None:
         return LiveStatus(NOT_FOUND, "NOT_FOUND")
     status = str(job.get("status"))
-    active = {"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"}
     url = _aws_console(hook.conn_region_name, f"batch/home?region={{region_name}}#jobs/detail/{ext}")
-    return LiveStatus(_phase(status, active, {"SUCCEEDED"}, {"FAILED"}), status, url)
+    return LiveStatus(_declared_phase("batch", status), status, url)
 
 
 def _batch_cancel(locator: dict[str, Any], ext: Any) -> None:
@@ -240,8 +243,7 @@ def _emr_steps_status(locator: dict[str, Any], ext: Any) -> LiveStatus:
     statuses = [str(s["Status"]["State"]) for s in steps]
     if not statuses:
         return LiveStatus(NOT_FOUND, "NOT_FOUND")
-    active, failed = {"PENDING", "RUNNING", "CANCEL_PENDING"}, {"FAILED", "CANCELLED", "INTERRUPTED"}
-    phases = {_phase(s, active, {"COMPLETED"}, failed) for s in statuses}
+    phases = {_declared_phase("emr-steps", s) for s in statuses}
     phase = next((p for p in (UNKNOWN, ACTIVE, FAILED) if p in phases), SUCCEEDED)
     url = _aws_console(hook.conn_region_name, f"emr/home?region={{region_name}}#/clusterDetails/{cluster}")
     return LiveStatus(phase, ",".join(statuses), url)
@@ -261,13 +263,7 @@ def _serverless_status(locator: dict[str, Any], ext: Any) -> LiveStatus:
     hook = _serverless_hook(locator)
     run = hook.conn.get_job_run(applicationId=locator.get("application_id"), jobRunId=str(ext))["jobRun"]
     status = str(run["state"])
-    phase = _phase(
-        status,
-        set(hook.JOB_INTERMEDIATE_STATES) | {"QUEUED"},
-        set(hook.JOB_SUCCESS_STATES),
-        set(hook.JOB_FAILURE_STATES),
-    )
-    return LiveStatus(phase, status)
+    return LiveStatus(_declared_phase("emr-serverless", status), status)
 
 
 def _serverless_cancel(locator: dict[str, Any], ext: Any) -> None:
@@ -288,8 +284,7 @@ def _container_status(locator: dict[str, Any], ext: Any) -> LiveStatus:
     hook = _container_hook(locator)
     run = hook.conn.describe_job_run(virtualClusterId=locator.get("virtual_cluster_id"), id=str(ext))
     status = str(run["jobRun"]["state"])
-    phase = _phase(status, set(hook.INTERMEDIATE_STATES), set(hook.SUCCESS_STATES), set(hook.FAILURE_STATES))
-    return LiveStatus(phase, status)
+    return LiveStatus(_declared_phase("emr-eks", status), status)
 
 
 def _container_cancel(locator: dict[str, Any], ext: Any) -> None:

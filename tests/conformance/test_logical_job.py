@@ -371,3 +371,22 @@ def test_durable_tokens_differ_per_lifetime_and_repeat_within_one():
     assert first == DurableToken.for_task_instance("d", "r", "t", -1, 1, "a")
     assert first != DurableToken.for_task_instance("d", "r", "t", -1, 1, "b")
     assert len(first.text) <= 64
+
+
+# --------------------------------------------------------------------------- the jobs view of the job
+def test_the_jobs_view_reads_and_cancels_the_job_from_what_the_engine_records(case, emulator):
+    """`airflow-durable jobs`/`orphans` and the owned trigger reach a job from ``(system, locator, id)``
+    alone, and classify its status by the operator's own declared status sets."""
+    from airflow_durable.jobs import systems
+
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, True)
+    _, deferred = _deferral(case, emulator, runner)
+    job = deferred.trigger.job
+    (external_id,) = job_ids(case, emulator)
+    live = systems.live_status(job["system"], job["locator"], job["external_id"])
+    assert live.phase == systems.ACTIVE, live
+    systems.cancel(job["system"], job["locator"], job["external_id"])
+    assert state_of(case, emulator, external_id) == case.cancelled
+    live = systems.live_status(job["system"], job["locator"], job["external_id"])
+    assert live.phase == systems.FAILED, live
