@@ -347,6 +347,10 @@ class Deployment:
         self.dags_folder.mkdir(exist_ok=True)
         self.logs = self.home / "component-logs"
         self.logs.mkdir()
+        # The components' temporary files (multiprocessing's pymp-* directories, ...) live in the home, so a
+        # component killed by a test leaves nothing behind in the system's temporary directory.
+        self.tmp = self.home / "tmp"
+        self.tmp.mkdir()
         self.db_path = self.home / "airflow.db"
         self.postgres = PostgresServer(self.home) if database == "postgres" else None
         self.redis = RedisServer(self.home) if executor == "celery" else None
@@ -383,6 +387,7 @@ class Deployment:
             "PATH": os.pathsep.join([str(venv_bin()), base.get("PATH", "")]),
             "PYTHONPATH": os.pathsep.join(p for p in (str(PACKAGE_PARENT), base.get("PYTHONPATH")) if p),
             "PYTHONWARNINGS": "ignore",
+            "TMPDIR": str(self.tmp),
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.db_path}",

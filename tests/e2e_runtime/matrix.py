@@ -92,6 +92,8 @@ class Fault:
     final: str = "success"
     #: Text the durable task's log must hold (the clear task error of a state-store fault).
     log: str = ""
+    #: What the promise does not cover under this fault (printed under its table in the report).
+    limit: str = ""
 
 
 FAULTS: dict[str, Fault] = {
@@ -141,17 +143,11 @@ FAULTS: dict[str, Fault] = {
             "A user marks the running task failed",
             ("deferrable", "sync"),
             final="failed",
-            pending=(
-                "open: a deferred durable task that a user marks failed left its job running on every "
-                "system before the fix in DurableOwnedTrigger.on_kill (it now asks the task's state over "
-                "the triggerer's async channel and cancels through the system's hook with asgiref, "
-                "honouring cancel_on_kill). After it, AWS Batch cancels on PostgreSQL + Celery and "
-                "Databricks on SQLite + LocalExecutor, but Databricks and Redshift Data still left the "
-                "job running on PostgreSQL + Celery (not yet explained). A mark that lands before any "
-                "triggerer picked the trigger up reaches no trigger at all (Airflow calls no on_kill): "
-                "the record keeps tracking that job and `airflow-durable orphans` reports it"
+            limit=(
+                "A mark that lands before any triggerer has picked the trigger up reaches no trigger: "
+                "Airflow calls no on_kill, so nothing cancels the job then. Its record keeps tracking it and "
+                "`airflow-durable orphans` reports it (these cells mark once the trigger has polled)"
             ),
-            pending_paths=("deferrable",),
         ),
         Fault(
             "exectimeout",
