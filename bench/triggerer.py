@@ -247,8 +247,8 @@ def run(settings: dict[str, Any], env: dict[str, str]) -> list[dict[str, Any]]:
         }
         emulator.install_connection(os.environ.__setitem__, conn_id="databricks_default")
         classes = {"upstream": DatabricksSubmitRunOperator, "ours": DurableDatabricksSubmitRunOperator}
-        # The reconnect storm: `storm` tasks deferred, every try dies, all are retried.
-        for side in ("upstream", "ours"):
+        # The reconnect storm: `storm` tasks deferred, every try dies, all are retried (--storm 0: none).
+        for side in ("upstream", "ours") if storm > 0 else ():
             cls = classes[side]
             stores = [MemoryStateStore() for _ in range(storm)]
             for i, store in enumerate(stores):
