@@ -792,6 +792,30 @@ class Deployment:
                 conn.close()
             time.sleep(0.2)
 
+    def write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        """One write to the metadata DB (``?`` placeholders), committed; returns the rows it changed.
+
+        For tests that stand in for the passing of time (e.g. a record's retention running out)."""
+        if self.postgres is not None:
+            import psycopg2  # the [runtime] extra; only the test side writes the DB this way
+
+            pg = psycopg2.connect(
+                host="127.0.0.1", port=self.postgres.port, user="postgres", dbname=self.postgres.database
+            )
+            try:
+                with pg, pg.cursor() as pg_cursor:
+                    pg_cursor.execute(sql.replace("?", "%s"), params)
+                    return int(pg_cursor.rowcount)
+            finally:
+                pg.close()
+        conn = sqlite3.connect(self.db_path, timeout=30)
+        try:
+            changed = conn.execute(sql, params).rowcount
+            conn.commit()
+            return changed
+        finally:
+            conn.close()
+
     def _query_postgres(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         import psycopg2  # the [runtime] extra; only the test side reads the DB this way
 

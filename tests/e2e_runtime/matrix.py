@@ -144,7 +144,7 @@ FAULTS: dict[str, Fault] = {
             ("deferrable", "sync"),
             final="failed",
             limit=(
-                "A mark that lands before any triggerer has picked the trigger up reaches no trigger: "
+                "a mark that lands before any triggerer has picked the trigger up reaches no trigger: "
                 "Airflow calls no on_kill, so nothing cancels the job then. Its record keeps tracking it and "
                 "`airflow-durable orphans` reports it (these cells mark once the trigger has polled)"
             ),

@@ -203,7 +203,7 @@ def render(data: dict[str, Any]) -> str:
                 )
             lines += [""] + [f"† {note}." for note in sorted(notes)] + ([""] if notes else [])
             if FAULTS[fault].limit:
-                lines += [f"Not covered: {FAULTS[fault].limit[0].lower()}{FAULTS[fault].limit[1:]}.", ""]
+                lines += [f"Not covered: {FAULTS[fault].limit}.", ""]
         lines += ["### Measured on", "", *_measured_on(cells), ""]
     lines += [
         "## How to reproduce",

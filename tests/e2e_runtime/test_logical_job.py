@@ -373,29 +373,6 @@ def _stopped(pids: list[int]) -> Iterator[None]:
         _signal_all(pids, signal.SIGCONT)
 
 
-def _write_db(dep: Deployment, sql: str, params: tuple[Any, ...]) -> int:
-    """A write the test makes to the metadata DB (to stand in for the passing of time); ``?`` placeholders."""
-    if dep.postgres is not None:
-        import psycopg2
-
-        pg = psycopg2.connect(
-            host="127.0.0.1", port=dep.postgres.port, user="postgres", dbname=dep.postgres.database
-        )
-        try:
-            with pg, pg.cursor() as cur:
-                cur.execute(sql.replace("?", "%s"), params)
-                return int(cur.rowcount)
-        finally:
-            pg.close()
-    conn = sqlite3.connect(dep.db_path, timeout=30)
-    try:
-        cur = conn.execute(sql, params)
-        conn.commit()
-        return cur.rowcount
-    finally:
-        conn.close()
-
-
 # =========================================================================== scenario drivers
 # Each driver returns {key: result}; an exception becomes {"error": ...} for that driver's keys.
 
@@ -434,8 +411,7 @@ def s1c_retention_clean(dep: Deployment, dbx: DatabricksEmulator) -> dict[str, A
         c.result["never_expires"] = True
     else:
         # Retention passing: move expires_at into the past (default_retention_days is whole days).
-        moved = _write_db(
-            dep,
+        moved = dep.write(
             "UPDATE task_state_store SET expires_at='2000-01-01 00:00:00.000000' "
             "WHERE dag_id=? AND run_id=? AND task_id=?",
             (c.dag_id, c.run_id, TASK_ID),
