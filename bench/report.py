@@ -299,8 +299,9 @@ STORE_REASONS: list[tuple[str, str, str]] = [
     (
         "`set done`",
         "the completion: a retry after success returns the result (and XComs) from the record without "
-        "resubmitting",
-        "what makes the already-succeeded retry free",
+        "resubmitting, even once the system has forgotten the job (an expired run or statement handle "
+        "would otherwise read as unknown, and be submitted again)",
+        "kept: one write per success buys a success that outlives the system's job history",
     ),
 ]
 
@@ -540,9 +541,10 @@ def _targets(
             writes = sorted({h[1] for h in happy})
             lines.append(
                 "| state-store round trips per task, each with its reason | happy path: "
-                f"{'/'.join(map(str, reads))} reads + {'/'.join(map(str, writes))} writes per task (the "
-                "contract's minimum: the decision's read and 2 writes, the intent and the id; see *why each "
-                "store operation exists*) |"
+                f"{'/'.join(map(str, reads))} read{'' if reads == [1] else 's'} + "
+                f"{'/'.join(map(str, writes))} writes per task (the contract's minimum: the decision's read "
+                "and 2 writes, the intent and the id; the third write, `done`, keeps a success answerable "
+                "after the system forgets the job; see *why each store operation exists*) |"
             )
     dups = [
         (case, path, scen, job_minutes(r)[0] - JOB_MINUTES)
