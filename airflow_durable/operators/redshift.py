@@ -108,6 +108,17 @@ class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperato
             self._push_session_id(external_id, context)
         return self.get_sql_results(statement_id=external_id, return_sql_result=self.return_sql_result)
 
+    def get_sql_results(self, statement_id: str, return_sql_result: bool) -> Any:
+        # The provider's execute_complete already fetched them in this process: fetching again would
+        # double the DescribeStatement and every GetStatementResult page of a deferred statement.
+        fetched: dict[tuple[str, bool], Any] = self.__dict__.setdefault("_durable_sql_results", {})
+        key = (statement_id, bool(return_sql_result))
+        if key not in fetched:
+            fetched[key] = super().get_sql_results(
+                statement_id=statement_id, return_sql_result=return_sql_result
+            )
+        return fetched[key]
+
     def _push_session_id(self, external_id: str, context: Context) -> None:
         # The try that submitted pushed it (as upstream, whatever do_xcom_push); a new try starts with
         # its XComs cleared.
