@@ -2,8 +2,9 @@
 
 Ours and the provider operator it replaces run the same job on the same emulator, one try each, and the
 requests that reached the emulator are compared. The one call ours may add is the convergence lookup of
-an operator whose system has no idempotent submit (``durable_converge_after_submit``): it finds and
-cancels a duplicate the provider's hook made by resending a submit whose answer was lost.
+an operator whose system has no idempotent submit (``durable_converge_after_submit``): it finds the jobs
+carrying the try's token, adopts the earliest and cancels the others (a submit the provider's hook resent
+after losing its answer, or tries that submitted at the same instant).
 """
 
 from __future__ import annotations
