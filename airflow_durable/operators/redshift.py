@@ -64,11 +64,14 @@ class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperato
 
     def durable_status(self, external_id: str, context: Context) -> str:
         try:
-            return str(self.hook.conn.describe_statement(Id=external_id)["Status"])
+            described = self.hook.conn.describe_statement(Id=external_id)
         except Exception as err:
             if compat.error_code(err) in _NOT_FOUND_CODES:
                 raise JobNotFoundError(external_id) from err
             raise
+        # A statement's session never changes: the reconnect's session_id XCom needs no second call.
+        self.__dict__.setdefault("_durable_sessions", {})[external_id] = described.get("SessionId")
+        return str(described["Status"])
 
     def durable_cancel(self, external_id: str) -> None:
         self.hook.conn.cancel_statement(Id=external_id)
@@ -122,6 +125,10 @@ class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperato
     def _push_session_id(self, external_id: str, context: Context) -> None:
         # The try that submitted pushed it (as upstream, whatever do_xcom_push); a new try starts with
         # its XComs cleared.
-        session_id = self.hook.conn.describe_statement(Id=external_id).get("SessionId")
+        sessions: dict[str, Any] = self.__dict__.get("_durable_sessions", {})
+        if external_id in sessions:
+            session_id = sessions[external_id]
+        else:
+            session_id = self.hook.conn.describe_statement(Id=external_id).get("SessionId")
         if session_id:
             context["ti"].xcom_push(key="session_id", value=session_id)
