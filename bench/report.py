@@ -801,6 +801,17 @@ def write(document: dict[str, Any], md: Path, charts_dir: Path, json_name: str) 
             "",
             *reconnect,
             "",
+            "What is left above the limit, and why: `+1 writes` is the reconnecting try's claim of the job "
+            "(see *why each store operation exists*); a deferrable reconnect's extra status call is the "
+            "provider's own check before deferring (the column beside it), which the provider's trigger "
+            "path needs; Snowflake reads each statement handle of a multi-statement job once (two handles "
+            "here); `+1 other`: Batch's retry looks its job up by token, because the provider reads the "
+            "job's status inside its submit, where the kill landed (the id was not stored yet); EMR steps "
+            "read every step's state with one `ListSteps`, which this count files under other calls. The "
+            "sync `kill-mid-wait` rows of the AWS systems vary by one status call from run to "
+            "run: the kill is an exception raised inside the in-process worker, and where it lands decides "
+            "whether the retry's first status read is sent once or twice.",
+            "",
             "### A retry that finds the job already succeeded",
             "",
             f"Fault: {FAULTS['kill-after-success']}. Ours returns the result and XComs from the record; "
