@@ -985,20 +985,22 @@ def _storm_real(r: dict[str, Any]) -> list[str]:
         "healthy API whenever the outage heals, so no retry fails at random on the heal's timing.",
         "",
         "| tasks | operator | s: every try 1 died / all deferred again | s one retry ran: mean / max | "
+        "deployment CPU s: try 1 / storm | "
         "API calls: submit / status "
         "(workers) / status (triggerer, failed by the outage) / other | jobs submitted | state-store rows / "
         "rows written in the storm | the retries' decisions | jobs left running that no task tracks | "
         "deferred again / failed | load max |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in r["storm"]:
         if row.get("error") and "seconds" not in row:
-            lines.append(f"| {row['tasks']} | {row['side']} | could not run | " + "– | " * 8)
+            lines.append(f"| {row['tasks']} | {row['side']} | could not run | " + "– | " * 9)
             continue
         decisions = ", ".join(f"{k} {v}" for k, v in sorted(row.get("decisions_try2", {}).items())) or "–"
         lines.append(
             f"| {row['tasks']} | {row['side']} | {row['s_outage']:.0f} / {row['seconds']:.0f} | "
             f"{_num(row.get('s_retry_run_mean'))} / {_num(row.get('s_retry_run_max'))} | "
+            f"{_num(row.get('cpu_s_try1'), '.0f')} / {_num(row.get('cpu_s'), '.0f')} | "
             f"{row['api_submits']} / {row['api_status_workers']} / {row['api_status_triggerer']} "
             f"({row['api_faulted']}) / {row['api_other']} | {row['submissions']} | "
             f"{row['store_rows']} / {row['store_rows_written_in_storm']} | {decisions} | "
@@ -1024,7 +1026,10 @@ def _storm_real(r: dict[str, Any]) -> list[str]:
             "the DAG run's `task_state_store` rows; *written in the storm* counts those whose `updated_at` "
             "falls in the storm. *Decisions* are the durable engine's, read from the retries' task logs. "
             "*One retry ran*: from its task process's start (`start_date`) to its deferral (its trigger "
-            "row's `created_date`): the retry's own work, the rest of the storm is waiting for a slot. The "
+            "row's `created_date`): the retry's own work, the rest of the storm is waiting for a slot. "
+            "*Deployment CPU s*: user + system seconds of every process of the deployment (components, task "
+            "processes, PostgreSQL; not the emulator) from the DAG run's start to all N deferred (*try 1*) "
+            "and over the storm. The "
             "triggerer's status reads include, besides the outage's failed ones, the polls of the retries' "
             f"triggers once they deferred again (every {done[0].get('trigger_poll_s', '?')} s).",
             "",

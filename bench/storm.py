@@ -134,6 +134,30 @@ def _wait(dep: Any, dag_id: str, what: str, timeout: float, done: Any) -> float:
         time.sleep(SAMPLE)
 
 
+def _cpu_s(dep: Any) -> float:
+    """CPU seconds used so far by the deployment's processes (its components' sessions and PostgreSQL).
+
+    Each process's own time plus that of its children it has reaped: a task process that ended since the
+    last reading is counted in its supervisor's, so the difference of two readings is the CPU spent in
+    between, task processes included (the emulator, in this process, is not: the same for both sides).
+    """
+    sessions = set(dep._sessions)
+    if dep.postgres is not None and dep.postgres.proc is not None:
+        sessions.add(dep.postgres.proc.pid)
+    ticks = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # from "state": utime, stime, cutime, cstime at 11-14
+        if int(fields[3]) in sessions:
+            ticks += sum(int(x) for x in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _tracked(dep: Any, dag_id: str) -> set[int]:
     """The job each task instance waits on: its ``run_id`` XCom (pushed before it defers, cleared when a
     new try starts)."""
@@ -215,13 +239,15 @@ def run_side(side: str, n: int, emulator: Any, timeout: float) -> dict[str, Any]
         def all_deferred(try_number: int) -> Any:
             return lambda st: len(st) == n and all(s == "deferred" and t == try_number for _, s, t in st)
 
+        cpu_try1 = _cpu_s(dep)
         _wait(dep, dag_id, f"{side}: try 1, all {n} deferred", timeout, all_deferred(1))
         row["s_try1_all_deferred"] = time.monotonic() - t0
+        row["cpu_s_try1"] = _cpu_s(dep) - cpu_try1
         loads.append(os.getloadavg()[0])
         # The storm.
         log0, ledger0 = len(emulator.server.log), len(emulator.ledger.submissions())
         store0 = dep.query("SELECT now()")[0][0]
-        storm0 = time.monotonic()
+        storm0, cpu0 = time.monotonic(), _cpu_s(dep)
         fault = emulator.faults.add(
             method="GET",
             path_contains="jobs/runs/get",
@@ -254,6 +280,7 @@ def run_side(side: str, n: int, emulator: Any, timeout: float) -> dict[str, Any]
             )
 
         done = _wait(dep, dag_id, f"{side}: try 2, all deferred again", timeout, settled)
+        row["cpu_s"] = _cpu_s(dep) - cpu0
         row["seconds"] = done - storm0
         row["s_heal_to_deferred"] = done - healed
         log = emulator.server.log[log0:]
