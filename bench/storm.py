@@ -237,7 +237,18 @@ def run_side(side: str, n: int, emulator: Any, timeout: float) -> dict[str, Any]
         dep.trigger(dag_id, "storm")
 
         def all_deferred(try_number: int) -> Any:
-            return lambda st: len(st) == n and all(s == "deferred" and t == try_number for _, s, t in st)
+            def check(st: list[tuple[str, str | None, int]]) -> bool:
+                # A try 1 that failed on its own (before the outage) would make its retry part of try 1.
+                early = [task for task, s, t in st if t > try_number or s in ENDED]
+                if early:
+                    raise RuntimeError(
+                        f"{len(early)} task instance(s) ended or were retried before the outage (e.g. "
+                        f"{early[0]}): the deployment is too loaded for the storm; task log:\n"
+                        + dep.task_logs(dag_id, chars=2000)[-4000:]
+                    )
+                return len(st) == n and all(s == "deferred" and t == try_number for _, s, t in st)
+
+            return check
 
         cpu_try1 = _cpu_s(dep)
         _wait(dep, dag_id, f"{side}: try 1, all {n} deferred", timeout, all_deferred(1))
