@@ -587,6 +587,8 @@ class DurableJobEngine:
         # This try's identity, taken when it began: what its on_kill compares the record against.
         self._durable_try: int | None = None
         self._durable_epoch: Epoch | None = None
+        # The record this try last wrote: a deferral carries it to execute_complete (no re-read).
+        self._durable_written: JobRecord | None = None
 
     # ------------------------------------------------------------------ the adapter contract
     @abc.abstractmethod
@@ -683,9 +685,12 @@ class DurableJobEngine:
             return self._finish(context, store, plan.external_id, True, plan.record, plan)
         return self._submit_and_wait(context, store, plan, plan.record)
 
-    def execute_complete(self, context: Any, event: Any = None) -> Any:
+    def execute_complete(self, context: Any, event: Any = None, durable_record: Any = None) -> Any:
         store = self._durable_begin(context, quiet=True)
-        record = self._read_record(store) if store is not None else None
+        record = self._carried_record(durable_record) if store is not None else None
+        if store is not None and record is None:
+            # Deferred without a carried record (by an earlier version of this package): read it.
+            record = self._read_record(store)
         stored_id = record.external_id if record is not None and record.state == "submitted" else None
         try:
             event_id = self.durable_event_id(event)
@@ -736,6 +741,17 @@ class DurableJobEngine:
                 remaining = max(self._durable_deadline - _utcnow(), dt.timedelta(seconds=1))
                 timeout = remaining if timeout is None else min(timeout, remaining)
             trigger = self._durable_wrap_trigger(trigger)
+            written = self._durable_written
+            if (
+                method_name == "execute_complete"
+                and written is not None
+                and written.state == "submitted"
+                and str(written.external_id) == str(self._durable_external_id)
+            ):
+                # The trigger's event reaches only the deferral that created it, and a newer try has a
+                # new task-instance id (its store calls are not ours): the record this try wrote before
+                # deferring is the one execute_complete checks the event against and retires.
+                kwargs = {**(kwargs or {}), "durable_record": written.to_json()}
         return super().defer(  # type: ignore[misc]
             trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout
         )
@@ -1043,9 +1059,9 @@ class DurableJobEngine:
         written: JobRecord | None = None,
     ) -> Any:
         self._durable_external_id = external_id
-        # Retiring re-reads the record (a wait may last hours, and a newer try take over meanwhile),
-        # except where the provider only submits: nothing waited since this try wrote ``written``.
-        held = written if not self.durable_waits() else None
+        # Retiring needs no re-read of the record: a newer try (a retry or a clear) gets a new task-instance
+        # id, and the store refuses an older try's calls (DESIGN §8), so what this try wrote still stands.
+        held = self._durable_written if written is None else written
         if getattr(self, "deferrable", False):
             self._durable_result = (False, None)
             self.durable_defer(external_id, context, reconnect)
@@ -1083,7 +1099,7 @@ class DurableJobEngine:
         """Mark the job ``done``: the last step of success."""
         try:
             if record is None:
-                # The sync wait may have lasted hours: read again, a newer try may have taken over.
+                # Nothing this try wrote is at hand (e.g. it deferred under an earlier version): read it.
                 record = self._read_record(store)
             # An orphaned older try may still be running beside this one; only retire our own job.
             if record is None or record.state == "submitting" or str(record.external_id) != str(external_id):
@@ -1350,6 +1366,21 @@ class DurableJobEngine:
                 f"task {self.task_id}: could not write {what} to task_state_store key "
                 f"{self.external_id_key!r} ({type(err).__name__}: {err})"
             ) from err
+        self._durable_written = record
+
+    def _carried_record(self, raw: Any) -> JobRecord | None:
+        """The record a deferral carried to execute_complete; ``None`` (read the store) if absent or bad."""
+        if raw is None:
+            return None
+        try:
+            return parse_record(raw, self.durable_parse_id)
+        except (ValueError, TypeError, KeyError) as err:
+            self.log.warning(
+                "task %s: the deferral carried a malformed record (%s); reading the task_state_store",
+                self.task_id,
+                err,
+            )
+            return None
 
     # ------------------------------------------------------------------ helpers
     def _token(self, context: Context, generation: int, salt: str) -> DurableToken:

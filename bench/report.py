@@ -287,17 +287,21 @@ STORE_REASONS: list[tuple[str, str, str]] = [
         "as +1 writes)",
     ),
     (
-        "`get` (after the wait)",
-        "deferrable: `execute_complete` checks that the trigger's event is about the job the record tracks "
-        "(refuses another job's event); sync: the record is read again after a wait that may have lasted "
-        "hours, since a newer try may own the job by then",
-        "one read per completion",
+        "`get` (after the wait): removed",
+        "it checked the trigger's event against the record (deferrable) and re-read the record after a long "
+        "sync wait in case a newer try owned the job. Neither can happen on Airflow 3.3: a trigger's event "
+        "reaches only the deferral that created it, and every new try (a retry, a clear) gets a new "
+        "task-instance id whose store an older try cannot read or write "
+        "(`tests/e2e/test_airflow_assumptions.py` checks it against the installed Airflow). The deferral "
+        "now carries the record this try wrote to `execute_complete` in its kwargs",
+        "gone: 0 reads after the wait (a task deferred by an earlier version of the package still reads)",
     ),
     (
         "`set done`",
         "the completion: a retry after success returns the result (and XComs) from the record without "
-        "resubmitting",
-        "what makes the already-succeeded retry free",
+        "resubmitting, even once the system has forgotten the job (an expired run or statement handle "
+        "would otherwise read as unknown, and be submitted again)",
+        "kept: one write per success buys a success that outlives the system's job history",
     ),
 ]
 
@@ -537,9 +541,10 @@ def _targets(
             writes = sorted({h[1] for h in happy})
             lines.append(
                 "| state-store round trips per task, each with its reason | happy path: "
-                f"{'/'.join(map(str, reads))} reads + {'/'.join(map(str, writes))} writes per task (the "
-                "contract's minimum: 2 writes, the intent and the id; see *why each store operation "
-                "exists*) |"
+                f"{'/'.join(map(str, reads))} read{'' if reads == [1] else 's'} + "
+                f"{'/'.join(map(str, writes))} writes per task (the contract's minimum: the decision's read "
+                "and 2 writes, the intent and the id; the third write, `done`, keeps a success answerable "
+                "after the system forgets the job; see *why each store operation exists*) |"
             )
     dups = [
         (case, path, scen, job_minutes(r)[0] - JOB_MINUTES)
@@ -763,7 +768,7 @@ def write(document: dict[str, Any], md: Path, charts_dir: Path, json_name: str) 
             "Each store operation is one round trip to the API server on a real deployment (`set submitting` "
             "is the intent written before the submit call, `set submitted` the job id written before "
             "waiting, "
-            "`set done` the completion; the reads are the decision and the checks before completing).",
+            "`set done` the completion; the one read is the decision).",
             "",
             "Our state-store operations, per path and scenario (`get` = a read of the record, "
             "`set <state>` = "

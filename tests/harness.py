@@ -195,7 +195,8 @@ class TaskRunner:
                     self.last_operator = operator
                     method = getattr(operator, deferred.method_name)
                     context["task"] = operator
-                    kwargs = {"event": event}
+                    # As Airflow resumes: the deferral's kwargs (stored as JSON on the task instance) + event.
+                    kwargs = {**json.loads(json.dumps(deferred.kwargs or {})), "event": event}
         except WorkerCrash as crash:
             outcome.state, outcome.error = "crashed", crash
         except Exception as err:  # the try fails, Airflow marks it up_for_retry

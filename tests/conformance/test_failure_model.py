@@ -15,7 +15,7 @@ import pytest
 
 from airflow_durable.engine import DurableEventError, DurableStateError, DurableStatusError
 from tests.conformance.systems import SystemCase
-from tests.harness import DURABLE, MemoryStateStore, TaskRunner, record_state
+from tests.harness import DURABLE, MemoryStateStore, TaskDeferred, TaskRunner, record_state
 
 pytestmark = pytest.mark.skipif(
     not DURABLE,
@@ -65,6 +65,39 @@ def test_fresh_submit_succeeds_with_provider_xcoms(case, emulator, deferrable):
     record = runner.store.data[case.external_id_key]
     assert record["state"] == "done" and record["external_id"] == case.stored_id(run_id)
     assert record["generation"] == 1
+    # The contract's round trips and the completion, nothing more: the decision's read, the intent, the
+    # id, done (the deferral carries the record to execute_complete; nothing is read after the wait).
+    ops = [(c.op, (c.value or {}).get("state")) for c in runner.store.calls]
+    assert ops == [("get", None), ("set", "submitting"), ("set", "submitted"), ("set", "done")]
+
+
+def test_a_malformed_carried_record_is_read_from_the_store_instead(case, emulator):
+    """A deferral's kwargs that do not hold a record (edited, or cut short) cost a read, not the job."""
+    runner = runner_for(case, emulator, True)
+    real_make = runner.make_operator
+
+    def make() -> Any:
+        op = real_make()
+        real_defer = op.defer
+
+        def defer(**kw: Any) -> Any:
+            try:
+                return real_defer(**kw)
+            except TaskDeferred as deferred:
+                if deferred.kwargs and "durable_record" in deferred.kwargs:
+                    deferred.kwargs["durable_record"] = {"schema": "airflow-durable/2", "state": "?"}
+                raise
+
+        op.defer = defer
+        return op
+
+    runner.make_operator = make
+    outcome = runner.run()
+    assert outcome.state == "success", outcome.error
+    gets = [c for c in runner.store.calls if c.op == "get"]
+    assert len(gets) == 2  # the decision, and the read that replaced the malformed carried record
+    assert runner.store.data[case.external_id_key]["state"] == "done"
+    assert len(case.submissions(emulator)) == 1
 
 
 # --------------------------------------------------------------------------- crashes
