@@ -197,6 +197,8 @@ clean:
 # --- benchmarks -------------------------------------------------------------------------------
 # Durable vs upstream operators side by side (docs/benchmarks.md, docs/benchmarks.json, charts in
 # docs/img/benchmarks/). Exits non-zero only when a section cannot run. BENCH_ARGS=--samples 3 etc.
+# The reconnect storm runs on a real deployment per side (~3-4 min a side at --storm 100 on 2 cores);
+# BENCH_ARGS="--storm-mode in-process" for the seconds-long in-process harness, --storm 0 for none.
 BENCH_ARGS ?=
 .PHONY: bench bench-quick
 bench: $(call venv_of,$(MAIN))/.synced

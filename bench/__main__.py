@@ -38,7 +38,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--parse-tasks", type=int, default=None, help="tasks per parsed DAG file (default 200)")
     p.add_argument("--triggerer-sizes", default="1,100,1000", help="deferred tasks on one real triggerer")
-    p.add_argument("--storm", type=int, default=100, help="tasks in the reconnect storm")
+    p.add_argument("--storm", type=int, default=100, help="tasks in the reconnect storm (0: no storm)")
+    p.add_argument(
+        "--storm-mode",
+        choices=("real", "in-process"),
+        default=None,
+        help="the storm on a real deployment per side (minutes: PostgreSQL, LocalExecutor, a task process "
+        "per try; the default) or in this process, one retry after another (seconds, the time a serial "
+        "sum; the default with --quick/--tiny)",
+    )
     p.add_argument(
         "--report-only", metavar="JSON", nargs="+", help="rewrite the report from JSON, run nothing"
     )
@@ -90,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         "slot_samples": 1,
         "triggerer_sizes": args.triggerer_sizes,
         "storm": args.storm,
+        "storm_mode": args.storm_mode or ("in-process" if quick else "real"),
         "command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
     }
     from bench import machine

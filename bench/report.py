@@ -954,26 +954,100 @@ def _triggerer(records: list[dict[str, Any]]) -> list[str]:
             "",
         ]
     if r.get("storm"):
+        real = any("api_submits" in row or "error" in row for row in r["storm"])
+        lines += _storm_real(r) if real else _storm_in_process(r)
+    return lines
+
+
+def _storm_in_process(r: dict[str, Any]) -> list[str]:
+    """The storm of the in-process harness (``--storm-mode in-process``, and every record before it)."""
+    lines = [
+        f"Reconnect storm ({r.get('storm_mode', 'in-process')}): N deferred tasks, every try died at once, "
+        "all retried (try 2).",
+        "",
+        "| tasks | operator | API calls | submissions | store reads / writes per task | "
+        "time until all deferred again s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in r["storm"]:
+        lines.append(
+            f"| {row['tasks']} | {row['side']} | {row['api_calls']} | {row['submissions']} | "
+            f"{row['store_gets_per_task']:.1f} / {row['store_sets_per_task']:.1f} | "
+            f"{row['seconds']:.2f} |"
+        )
+    lines += [
+        "",
+        "The storm's retries run one after another in this process (a real deployment runs them on "
+        "parallel workers, each in its own task process), so the time is the sum of the retries' own "
+        "work, not the wall time a deployment would see; the API calls and store operations are exact.",
+        "",
+    ]
+    return lines
+
+
+def _storm_real(r: dict[str, Any]) -> list[str]:
+    """The storm on a real deployment per side (``--storm-mode real``, ``bench/storm.py``)."""
+    lines = [
+        f"Reconnect storm ({r.get('storm_mode', 'real deployment')}): one DAG of N deferrable "
+        "Databricks submit-run tasks per operator, each side on its own fresh deployment (api-server, "
+        "scheduler, dag-processor, triggerer, the LocalExecutor running every try in its own task process), "
+        "against the Databricks emulator, which keeps every job `RUNNING`. Once all N are `deferred` "
+        "(try 1), the storm starts (*t* = 0): the Databricks API fails the triggerer's status reads "
+        "(HTTP 500), so every `DatabricksExecutionTrigger` fails after its hook's 3 attempts; Airflow sends "
+        "each task instance to a worker only to fail that try, and `retries=1` sends it `up_for_retry`. "
+        "The outage heals when no task instance is `deferred` any more (every try 1 died); the scheduler "
+        "then runs every retry (try 2) on the executor. The storm ends when all N are `deferred` again in "
+        "try 2. Only the triggerer's client is failed, not the workers' calls: the retries see the same "
+        "healthy API whenever the outage heals, so no retry fails at random on the heal's timing.",
+        "",
+        "| tasks | operator | s: every try 1 died / all deferred again | s one retry ran: mean / max | "
+        "deployment CPU s: try 1 / storm | "
+        "API calls: submit / status "
+        "(workers) / status (triggerer, failed by the outage) / other | jobs submitted | state-store rows / "
+        "rows written in the storm | the retries' decisions | jobs left running that no task tracks | "
+        "deferred again / failed | load max |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in r["storm"]:
+        if row.get("error") and "seconds" not in row:
+            lines.append(f"| {row['tasks']} | {row['side']} | could not run | " + "– | " * 9)
+            continue
+        decisions = ", ".join(f"{k} {v}" for k, v in sorted(row.get("decisions_try2", {}).items())) or "–"
+        lines.append(
+            f"| {row['tasks']} | {row['side']} | {row['s_outage']:.0f} / {row['seconds']:.0f} | "
+            f"{_num(row.get('s_retry_run_mean'))} / {_num(row.get('s_retry_run_max'))} | "
+            f"{_num(row.get('cpu_s_try1'), '.0f')} / {_num(row.get('cpu_s'), '.0f')} | "
+            f"{row['api_submits']} / {row['api_status_workers']} / {row['api_status_triggerer']} "
+            f"({row['api_faulted']}) / {row['api_other']} | {row['submissions']} | "
+            f"{row['store_rows']} / {row['store_rows_written_in_storm']} | {decisions} | "
+            f"{row['jobs_running_untracked']} | {row['deferred_try2']} / {row['failed']} | "
+            f"{_num(row.get('load_max'))} |"
+        )
+    lines.append("")
+    for row in r["storm"]:
+        if row.get("error"):
+            lines += [f"* {row['tasks']} {row['side']}: {row['error'][:600]}", ""]
+    done = [row for row in r["storm"] if "seconds" in row]
+    if done:
+        totals = " / ".join(f"{row['side']} {row['s_side_total']:.0f}" for row in done)
         lines += [
-            f"Reconnect storm ({r.get('storm_mode', 'in-process')}): N deferred tasks, every try died at "
-            "once, "
-            "all retried (try 2).",
-            "",
-            "| tasks | operator | API calls | submissions | store reads / writes per task | "
-            "time until all deferred again s |",
-            "|---|---|---|---|---|---|",
-        ]
-        for row in r["storm"]:
-            lines.append(
-                f"| {row['tasks']} | {row['side']} | {row['api_calls']} | {row['submissions']} | "
-                f"{row['store_gets_per_task']:.1f} / {row['store_sets_per_task']:.1f} | "
-                f"{row['seconds']:.2f} |"
-            )
-        lines += [
-            "",
-            "The storm's retries run one after another in this process (a real deployment runs them on "
-            "parallel workers, each in its own task process), so the time is the sum of the retries' own "
-            "work, not the wall time a deployment would see; the API calls and store operations are exact.",
+            "Times are wall seconds from the outage's start, on the shared machine (the load column); "
+            f"each side's whole run took {totals} s (deployment start and try 1 included). "
+            "Each task instance runs two task processes in the storm (the failed try's `__fail__` run, "
+            "then the retry), so much of the time is the executor starting 2N task processes on its "
+            "slots, whichever the operator; what differs is what "
+            "each retry does: upstream submits a new job (and leaves the old one running, tracked by no task "
+            "instance), ours reads its record and reconnects to the job it already has. API calls are those "
+            "the emulator received from the outage's start to the end of the storm. State-store rows are "
+            "the DAG run's `task_state_store` rows; *written in the storm* counts those whose `updated_at` "
+            "falls in the storm. *Decisions* are the durable engine's, read from the retries' task logs. "
+            "*One retry ran*: from its task process's start (`start_date`) to its deferral (its trigger "
+            "row's `created_date`): the retry's own work, the rest of the storm is waiting for a slot. "
+            "*Deployment CPU s*: user + system seconds of every process of the deployment (components, task "
+            "processes, PostgreSQL; not the emulator) from the DAG run's start to all N deferred (*try 1*) "
+            "and over the storm. The "
+            "triggerer's status reads include, besides the outage's failed ones, the polls of the retries' "
+            f"triggers once they deferred again (every {done[0].get('trigger_poll_s', '?')} s).",
             "",
         ]
     return lines

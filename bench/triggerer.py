@@ -11,9 +11,11 @@ steady waiting (every run stays RUNNING, polled every ``POLL`` s), then every ru
 ``TERMINATED:SUCCESS`` and the phase ends when no task instance is ``deferred`` any more (every trigger
 fired and the triggerer wrote its event to the task instance).
 
-The reconnect storm stays in-process (one process, one retry after another: the time is the sum of the
-retries' own work, not what parallel workers would see): N tasks whose try died after deferring are all
-retried; API calls counted from the emulator's log, time until every task is deferred again.
+The reconnect storm (N deferred tasks whose tries all die at once are all retried): ``--storm-mode real``
+(the default) runs it on a real deployment per side (``bench/storm.py``: an outage of the Databricks API
+fails every trigger, the scheduler runs the retries on the executor); ``--storm-mode in-process`` runs the
+retries one after another in this process (seconds; the time is the sum of the retries' own work, not what
+parallel workers would see). Both count the API calls from the emulator's log.
 """
 
 from __future__ import annotations
@@ -208,11 +210,7 @@ def _real_one(side: str, n: int, env: dict[str, str], emulator: Any, template: P
 
 def run(settings: dict[str, Any], env: dict[str, str]) -> list[dict[str, Any]]:
     os.environ.update({k: v for k, v in env.items() if k.startswith("AIRFLOW")})
-    from airflow.providers.databricks.operators.databricks import DatabricksSubmitRunOperator
-
-    from airflow_durable.operators.databricks import DurableDatabricksSubmitRunOperator
     from airflow_durable.testing import DatabricksEmulator
-    from tests.harness import MemoryStateStore
 
     sizes = [int(n) for n in str(settings["triggerer_sizes"]).split(",") if n]
     storm = int(settings["storm"])
@@ -241,41 +239,12 @@ def run(settings: dict[str, Any], env: dict[str, str]) -> list[dict[str, Any]]:
                     rows.append({"tasks": n, "side": side, "error": f"{type(err).__name__}: {err}"})
                 if os.environ.get("BENCH_TRIGGERER_ROWS"):  # rows so far, for a run stopped early
                     Path(os.environ["BENCH_TRIGGERER_ROWS"]).write_text(json.dumps(rows, indent=1))
-        job = {
-            "new_cluster": {"spark_version": "15.4.x-scala2.12", "num_workers": 1},
-            "notebook_task": {"notebook_path": "/Shared/etl"},
-        }
-        emulator.install_connection(os.environ.__setitem__, conn_id="databricks_default")
-        classes = {"upstream": DatabricksSubmitRunOperator, "ours": DurableDatabricksSubmitRunOperator}
-        # The reconnect storm: `storm` tasks deferred, every try dies, all are retried (--storm 0: none).
-        for side in ("upstream", "ours") if storm > 0 else ():
-            cls = classes[side]
-            stores = [MemoryStateStore() for _ in range(storm)]
-            for i, store in enumerate(stores):
-                _deferred(lambda cls=cls: cls(task_id="job", json=job, deferrable=True), store, f"s{i}")
-            log0, ledger0 = len(emulator.server.log), len(emulator.ledger.submissions())
-            before = [len(store.calls) for store in stores]
-            t0 = time.perf_counter()
-            for i, store in enumerate(stores):  # every try died: the retries (try 2)
-                _deferred(lambda cls=cls: cls(task_id="job", json=job, deferrable=True), store, f"s{i}", 2)
-            seconds = time.perf_counter() - t0
-            storms.append(
-                {
-                    "side": side,
-                    "tasks": storm,
-                    "api_calls": len(emulator.server.log) - log0,
-                    "submissions": len(emulator.ledger.submissions()) - ledger0,
-                    "seconds": seconds,
-                    "store_gets_per_task": sum(
-                        1 for s, b in zip(stores, before, strict=True) for c in s.calls[b:] if c.op == "get"
-                    )
-                    / storm,
-                    "store_sets_per_task": sum(
-                        1 for s, b in zip(stores, before, strict=True) for c in s.calls[b:] if c.op == "set"
-                    )
-                    / storm,
-                }
-            )
+        if storm > 0 and settings.get("storm_mode", "in-process") == "real":
+            from bench import storm as real_storm
+
+            storms = real_storm.run(storm)
+        elif storm > 0:
+            storms = _storm_in_process(storm, emulator)
     finally:
         emulator.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -284,10 +253,63 @@ def run(settings: dict[str, Any], env: dict[str, str]) -> list[dict[str, Any]]:
             "section": "triggerer",
             "ran": True,
             "mode": "real airflow triggerer (SQLite metadata DB, deferred rows written directly)",
-            "storm_mode": "in-process harness, retries one after another",
+            "storm_mode": _storm_mode(settings),
             "window": WINDOW,
             "poll": POLL,
             "rows": rows,
             "storm": storms,
         }
     ]
+
+
+def _storm_mode(settings: dict[str, Any]) -> str:
+    if settings.get("storm_mode", "in-process") == "real":
+        from bench import storm as real_storm
+
+        return real_storm.describe()
+    return "in-process harness, retries one after another"
+
+
+def _storm_in_process(storm: int, emulator: Any) -> list[dict[str, Any]]:
+    """`storm` tasks deferred, every try dies, all are retried (try 2), one after another in this process."""
+    from airflow.providers.databricks.operators.databricks import DatabricksSubmitRunOperator
+
+    from airflow_durable.operators.databricks import DurableDatabricksSubmitRunOperator
+    from tests.harness import MemoryStateStore
+
+    job = {
+        "new_cluster": {"spark_version": "15.4.x-scala2.12", "num_workers": 1},
+        "notebook_task": {"notebook_path": "/Shared/etl"},
+    }
+    emulator.install_connection(os.environ.__setitem__, conn_id="databricks_default")
+    classes = {"upstream": DatabricksSubmitRunOperator, "ours": DurableDatabricksSubmitRunOperator}
+    storms: list[dict[str, Any]] = []
+    for side in ("upstream", "ours"):
+        cls = classes[side]
+        stores = [MemoryStateStore() for _ in range(storm)]
+        for i, store in enumerate(stores):
+            _deferred(lambda cls=cls: cls(task_id="job", json=job, deferrable=True), store, f"s{i}")
+        log0, ledger0 = len(emulator.server.log), len(emulator.ledger.submissions())
+        before = [len(store.calls) for store in stores]
+        t0 = time.perf_counter()
+        for i, store in enumerate(stores):  # every try died: the retries (try 2)
+            _deferred(lambda cls=cls: cls(task_id="job", json=job, deferrable=True), store, f"s{i}", 2)
+        seconds = time.perf_counter() - t0
+        storms.append(
+            {
+                "side": side,
+                "tasks": storm,
+                "api_calls": len(emulator.server.log) - log0,
+                "submissions": len(emulator.ledger.submissions()) - ledger0,
+                "seconds": seconds,
+                "store_gets_per_task": sum(
+                    1 for s, b in zip(stores, before, strict=True) for c in s.calls[b:] if c.op == "get"
+                )
+                / storm,
+                "store_sets_per_task": sum(
+                    1 for s, b in zip(stores, before, strict=True) for c in s.calls[b:] if c.op == "set"
+                )
+                / storm,
+            }
+        )
+    return storms
