@@ -346,14 +346,21 @@ def run_side(side: str, n: int, emulator: Any, timeout: float) -> dict[str, Any]
 
 
 def run(n: int, timeout: float | None = None) -> list[dict[str, Any]]:
-    """Both sides (upstream first), one deployment each, against one emulator in this process."""
+    """Both sides, one deployment each, against one emulator in this process.
+
+    Upstream runs first unless ``BENCH_STORM_ORDER=ours,upstream``: a second run in the other order tells
+    a side's cost from the machine warming up (one sample per side and run).
+    """
     from airflow_durable.testing import DatabricksEmulator
 
     timeout = timeout if timeout is not None else max(600.0, 12.0 * n)
     rows = []
     emulator = DatabricksEmulator(lifecycle=["RUNNING"]).start()
     try:
-        for side in ("upstream", "ours"):
+        order = os.environ.get("BENCH_STORM_ORDER", "upstream,ours").split(",")
+        if sorted(order) != ["ours", "upstream"]:
+            raise ValueError(f"BENCH_STORM_ORDER must name ours and upstream once each, not {order}")
+        for side in order:
             _log(f"{side}: {n} tasks")
             rows.append(run_side(side, n, emulator, timeout))
             _log(f"{side}: done in {rows[-1]['s_side_total']:.0f} s")
