@@ -5,10 +5,14 @@ Run by ``python -m bench`` through ``pytest.main`` (the emulator fixtures), in a
 in alternating order (A B, B A, ...), each a new DAG run with its own logical date. The job succeeds after
 a few status reads (the case's default lifecycle, no poll sleeps), so the time is Airflow's and the
 operators' own: parsing nothing, running the task, the trigger inline on the deferrable path.
+
+``BENCH_DAGTEST_PROFILE=<dir>`` also writes a cProfile of every timed run there
+(``<case>-<path>-<side>-<sample>.prof``), to find where one side's time goes.
 """
 
 from __future__ import annotations
 
+import cProfile
 import io
 import os
 import time
@@ -23,15 +27,24 @@ from bench.scenarios import PATHS, case, emit, emulator, factory  # noqa: F401  
 from tests.conformance.systems import SystemCase
 
 SAMPLES = int(os.environ.get("BENCH_DAGTEST_SAMPLES", "3"))
+PROFILE_DIR = os.environ.get("BENCH_DAGTEST_PROFILE", "")
 _dates = iter(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=h) for h in range(1, 1_000_000))
 
 
-def _run(dag: Any) -> tuple[float, str]:
+def _run(dag: Any, profile_to: str | None = None) -> tuple[float, str]:
     log = io.StringIO()
+    profiler = cProfile.Profile() if profile_to else None
     t0 = time.perf_counter()
     with redirect_stdout(log), redirect_stderr(log):
+        if profiler:
+            profiler.enable()
         run = dag.test(logical_date=next(_dates))
-    return time.perf_counter() - t0, str(getattr(run, "state", None))
+        if profiler:
+            profiler.disable()
+    seconds = time.perf_counter() - t0
+    if profiler and profile_to:
+        profiler.dump_stats(profile_to)
+    return seconds, str(getattr(run, "state", None))
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
@@ -63,7 +76,10 @@ def test_dagtest(case: SystemCase, emulator: Any, deferrable: bool) -> None:  # 
     for sample in range(SAMPLES):
         order = ("upstream", "ours") if sample % 2 == 0 else ("ours", "upstream")
         for side in order:
-            seconds, state = _run(dags[side])
+            profile_to = (
+                os.path.join(PROFILE_DIR, f"{case.id}-{path}-{side}-{sample}.prof") if PROFILE_DIR else None
+            )
+            seconds, state = _run(dags[side], profile_to)
             emit(
                 {
                     "section": "dagtest",

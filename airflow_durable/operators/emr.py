@@ -153,9 +153,15 @@ class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator)
         """
         pattern = re.compile(rf"\[{re.escape(token.text)} step (\d+)/(\d+)\]$")
         listed: list[dict[str, Any]] = []
-        paginator = self.hook.conn.get_paginator("list_steps")
-        for page in paginator.paginate(ClusterId=self._cluster_id()):
+        # Marker by hand, not get_paginator: botocore loads the paginator model once per client, which
+        # cost every task ~15 ms of its happy path (this lookup runs after every submit).
+        page: dict[str, Any] = {}
+        while True:
+            marker = {"Marker": page["Marker"]} if page.get("Marker") else {}
+            page = self.hook.conn.list_steps(ClusterId=self._cluster_id(), **marker)
             listed.extend(page.get("Steps", []))
+            if not page.get("Marker"):
+                break
         groups: list[tuple[int, dict[int, str]]] = []  # (n, index -> step id), in the order they began
         began: list[tuple[Any, int]] = []
         for position, step in enumerate(reversed(listed)):  # oldest first

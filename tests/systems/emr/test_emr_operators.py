@@ -101,6 +101,18 @@ def test_steps_lookup_returns_each_add_steps_call_as_one_set_earliest_first(emr_
     assert times == sorted(times, reverse=True) and len(set(times)) == len(times)
 
 
+def test_steps_lookup_reads_every_page_of_the_cluster_steps(emr_emulator):
+    """EMR lists 50 steps a page, newest first: a set added before 60 other steps is on page two."""
+    operator = CASES["emr_add_steps"].make(emr_emulator, False, steps=STEPS)
+    client = emr_emulator.client()
+    marked = operator._marked_steps(TOKEN)
+    first = client.add_job_flow_steps(JobFlowId=emr_emulator.cluster_id, Steps=marked)["StepIds"]
+    for _ in range(30):
+        client.add_job_flow_steps(JobFlowId=emr_emulator.cluster_id, Steps=STEPS)  # someone else's
+    assert "Marker" in client.list_steps(ClusterId=emr_emulator.cluster_id)  # the set is past page one
+    assert operator.durable_find_all(TOKEN, {}) == [first]
+
+
 def test_steps_lookup_refuses_an_incomplete_set(emr_emulator):
     operator = CASES["emr_add_steps"].make(emr_emulator, False, steps=STEPS)
     marked = operator._marked_steps(TOKEN)
