@@ -18,10 +18,12 @@ deployment, ``airflow celery worker`` processes instead of the LocalExecutor, an
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -31,7 +33,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -515,6 +517,8 @@ class Deployment:
         if component in self.procs and self.procs[component].poll() is None:
             raise RuntimeError(f"{component} is already running")
         env = dict(self.env)
+        if self.postgres is not None:
+            env["PGAPPNAME"] = component  # names its DB sessions in pg_stat_activity (see `paused`)
         if component.startswith("triggerer-"):  # each triggerer serves its logs on its own port
             overrides = self._component_env.setdefault(
                 component, {"AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port())}
@@ -663,6 +667,49 @@ class Deployment:
             if fields[0] != "Z" and int(fields[3]) == proc.pid:
                 found.append(int(entry.name))
         return found
+
+    @contextlib.contextmanager
+    def paused(self, component: str, timeout: float = 30) -> Iterator[int]:
+        """SIGSTOP one component's session for the block (a stalled triggerer, say); SIGCONT whatever
+        happens. Yields how many stops it took.
+
+        On PostgreSQL the stop holds only at a moment when none of the component's DB sessions has a
+        transaction open: stopped inside one, it would keep its row locks (the triggerer's locks on the
+        task instances whose events it submits), and the scheduler and the api-server would wait on
+        them. That is a deadlocked deployment, not the slow component the caller means.
+        """
+        deadline = time.monotonic() + timeout
+        attempts = 0
+        while True:
+            attempts += 1
+            pids = self.session_pids(component)
+            for pid in pids:
+                self._signal(pid, signal.SIGSTOP)
+            if not self._in_transaction(component):
+                break
+            for pid in pids:
+                self._signal(pid, signal.SIGCONT)
+            if time.monotonic() > deadline:
+                raise DeploymentError(
+                    f"{component} held a DB transaction open at each of {attempts} stops in {timeout:.0f}s",
+                    logs=self.database_activity(),
+                )
+            # jitter: a fixed step could stay in phase with the component's own loop
+            time.sleep(random.uniform(0.01, 0.1))
+        try:
+            yield attempts
+        finally:
+            for pid in pids:
+                self._signal(pid, signal.SIGCONT)
+
+    def _in_transaction(self, component: str) -> bool:
+        if self.postgres is None:
+            return False  # SQLite shows no other connection's transaction
+        rows = self._query_postgres(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = ? AND xact_start IS NOT NULL",
+            (component,),
+        )
+        return bool(rows and rows[0][0])
 
     def stray_pids(self) -> list[int]:
         """Live (non-zombie) processes in the sessions of this deployment's components.
@@ -815,6 +862,27 @@ class Deployment:
             return changed
         finally:
             conn.close()
+
+    def database_activity(self) -> str:
+        """PostgreSQL: every session that is not idle, and who blocks whom, as text for a failure's
+        report (a stalled component that holds a transaction open blocks the others); else ``""``."""
+        if self.postgres is None:
+            return ""
+        try:
+            rows = self._query_postgres(
+                "SELECT pid, pg_blocking_pids(pid), state, wait_event_type, wait_event, "
+                "round(extract(epoch FROM now() - xact_start)::numeric, 1), left(query, 300) "
+                "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND state IS DISTINCT FROM 'idle' ORDER BY xact_start",
+                (),
+            )
+        except Exception as err:  # a report must not hide the failure it reports
+            return f"----- PostgreSQL activity: unreadable ({err}) -----\n"
+        lines = [
+            f"pid={pid} blocked_by={blocking} state={state} wait={kind}/{event} xact_s={age} query={query!r}"
+            for pid, blocking, state, kind, event, age, query in rows
+        ]
+        return "----- PostgreSQL activity (not idle) -----\n" + "\n".join(lines) + "\n"
 
     def _query_postgres(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         import psycopg2  # the [runtime] extra; only the test side reads the DB this way

@@ -272,7 +272,7 @@ class Case:
         try:
             return self.dep.wait_for(check, timeout, f"{self.dag_id}: {what}", interval=POLL)
         except DeploymentError as err:
-            raise DeploymentError(err.reason) from None
+            raise DeploymentError(err.reason, logs=self.dep.database_activity() + err.logs) from None
 
     def wait_deferred(self, try_number: int) -> dict[str, Any]:
         """Try ``try_number`` deferred, and its trigger polling the run (not just created)."""
@@ -440,8 +440,9 @@ def s2a_clear_deferred(
         c.trigger()
     for c in cases:
         c.wait_deferred(1)
-    with triggerer_quiet, _stopped(dep.session_pids("triggerer")):
+    with triggerer_quiet, dep.paused("triggerer") as stops:
         for c in cases:
+            c.result["triggerer_stops"] = stops
             actions.clear_task(dep, c.dag_id, c.run_id, TASK_ID)
             c.note("cleared the deferred task (triggerer stalled)")
         for c in cases:
@@ -467,8 +468,10 @@ def s2b_mark(dep: Deployment, dbx: DatabricksEmulator, triggerer_quiet: threadin
         c.trigger()
     for c in (running, finished):
         c.wait_deferred(1)
-    with triggerer_quiet, _stopped(dep.session_pids("triggerer")):
+    with triggerer_quiet, dep.paused("triggerer") as stops:
         stalled = time.monotonic()
+        for c in (running, finished):
+            c.result["triggerer_stops"] = stops
         dbx.set_state(finished.latest().run_id, "TERMINATED:SUCCESS")
         finished.note("job succeeded while the triggerer is stalled")
         for c in (running, finished):
@@ -628,9 +631,10 @@ def s3b_triggerer_takeover(
         60,
     )
     may_stall.wait(timeout=WAIT)  # the other scenario of this deployment no longer needs a triggerer
-    with _stopped(dep.session_pids("triggerer")):
+    with dep.paused("triggerer") as stops:
         stalled = time.monotonic()
         for c in cases:
+            c.result["triggerer_stops"] = stops
             c.note(f"stalled triggerer job {first[c.dag_id]}; {second} is job {new_id}")
         for c in cases:
             c.wait(
@@ -676,8 +680,9 @@ def _run_concurrently(
                 results.update(future.result())
             except Exception as err:
                 results[f"driver:{name}"] = {
-                    "error": f"{type(err).__name__}: {err}",
+                    "error": f"{type(err).__name__}: {getattr(err, 'reason', err)}",
                     "trace": traceback.format_exc(),
+                    "logs": getattr(err, "logs", "")[-20000:],
                 }
     return results
 
@@ -847,9 +852,7 @@ def _get(results: dict[str, Any], key: str) -> dict[str, Any]:
             f"scenario {key} produced no result; driver errors: {json.dumps(errors, indent=1)[:6000]}"
         )
     r = results[key]
-    extra = {
-        k: v for k, v in r.items() if k not in ("scenario", "operator", "tries", "seconds", "logs", "notes")
-    }
+    shown = ("final_state", "runs", "cancelled", "decisions", "triggerer_stops")
     SUMMARIES.append(
         {
             "scenario": f"logical job {key}",
@@ -857,7 +860,7 @@ def _get(results: dict[str, Any], key: str) -> dict[str, Any]:
             "submissions": r["created"],
             "tries": r["tries"],
             "seconds": r["seconds"],
-            **{k: extra[k] for k in ("final_state", "runs", "cancelled", "decisions") if k in extra},
+            **{k: r[k] for k in shown if k in r},
         }
     )
     return r
