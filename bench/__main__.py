@@ -168,8 +168,10 @@ def _merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
     merged["meta"]["duration_s"] = max(d["meta"].get("duration_s", 0) for d in documents)
     merged["meta"]["load_after"] = documents[-1]["meta"].get("load_after")
     # Sections may come from runs on different commits (e.g. the engine changed between them): say which.
+    # A document that is itself a merge keeps the commits it names for its sections.
     merged["meta"]["section_commits"] = {
-        r["section"]: f"{d['meta'].get('commit')}{' (uncommitted changes)' if d['meta'].get('dirty') else ''}"
+        r["section"]: d["meta"].get("section_commits", {}).get(r["section"])
+        or f"{d['meta'].get('commit')}{' (uncommitted changes)' if d['meta'].get('dirty') else ''}"
         for d in documents
         for r in d["records"]
     }

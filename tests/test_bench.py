@@ -75,3 +75,25 @@ def test_bench_tiny_writes_the_report(tmp_path: Path) -> None:
         assert heading in text
     assert (charts / "duplicates.svg").exists() and (charts / "slots.svg").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("bench-")]  # temp homes removed
+
+
+def test_merged_report_names_the_commit_each_section_ran_on() -> None:
+    """Re-merging a report with a new section's run keeps the commits the report named for its others."""
+    from bench.__main__ import _merge
+
+    def document(commit: str, sections: list[str], section_commits: dict[str, str] | None = None) -> dict:
+        meta = {"commit": commit, "dirty": False, "duration_s": 1}
+        if section_commits is not None:
+            meta["section_commits"] = section_commits
+        return {
+            "meta": meta,
+            "settings": {"sections": sections, "command": f"run at {commit}"},
+            "failures": [],
+            "records": [{"section": s} for s in sections],
+        }
+
+    earlier = _merge([document("aaa", ["calls"]), document("bbb", ["slots"])])
+    assert earlier["meta"]["section_commits"] == {"calls": "aaa", "slots": "bbb"}
+    again = _merge([earlier, document("ccc", ["dagtest"])])
+    assert again["meta"]["section_commits"] == {"calls": "aaa", "slots": "bbb", "dagtest": "ccc"}
+    assert again["settings"]["command"] == "run at aaa + run at bbb + run at ccc"
