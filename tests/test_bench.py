@@ -81,12 +81,9 @@ def test_merged_report_names_the_commit_each_section_ran_on() -> None:
     """Re-merging a report with a new section's run keeps the commits the report named for its others."""
     from bench.__main__ import _merge
 
-    def document(commit: str, sections: list[str], section_commits: dict[str, str] | None = None) -> dict:
-        meta = {"commit": commit, "dirty": False, "duration_s": 1}
-        if section_commits is not None:
-            meta["section_commits"] = section_commits
+    def document(commit: str, sections: list[str]) -> dict:
         return {
-            "meta": meta,
+            "meta": {"commit": commit, "dirty": False, "duration_s": 1},
             "settings": {"sections": sections, "command": f"run at {commit}"},
             "failures": [],
             "records": [{"section": s} for s in sections],

@@ -74,6 +74,25 @@ class DeploymentError(RuntimeError):
         self.logs = logs
 
 
+def process_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name: ``[state, ppid, pgrp, session, ...]``
+    (``state`` ``T``: stopped, ``Z``: zombie); ``None`` once the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
+
+
+def _live_processes() -> dict[int, list[str]]:
+    """Every live (non-zombie) process: pid -> its `process_stat` fields."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := process_stat(int(entry.name))) and fields[0] != "Z":
+            found[int(entry.name)] = fields
+    return found
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -655,18 +674,7 @@ class Deployment:
         proc = self.procs.get(component)
         if proc is None:
             raise KeyError(f"no component {component!r}; running: {sorted(self.procs)}")
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()  # "pid (comm) state ppid pgrp session ..."
-            if fields[0] != "Z" and int(fields[3]) == proc.pid:
-                found.append(int(entry.name))
-        return found
+        return [pid for pid, fields in _live_processes().items() if int(fields[3]) == proc.pid]
 
     @contextlib.contextmanager
     def paused(self, component: str, timeout: float = 30) -> Iterator[int]:
@@ -720,19 +728,7 @@ class Deployment:
         ``setproctitle`` overwrites both.
         """
         sessions = set(self._sessions)
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            # "pid (comm) state ppid pgrp session ..." — comm may contain spaces and parentheses.
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] != "Z" and int(fields[3]) in sessions:
-                found.append(int(entry.name))
-        return found
+        return [pid for pid, fields in _live_processes().items() if int(fields[3]) in sessions]
 
     # ------------------------------------------------------------------ health and waits
     def _healthy(self) -> bool:
@@ -989,16 +985,8 @@ class Deployment:
     def descendants(self, pid: int) -> list[int]:
         """Every live process below ``pid`` in the process tree (children, their children...)."""
         children: dict[int, list[int]] = {}
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] != "Z":
-                children.setdefault(int(fields[1]), []).append(int(entry.name))
+        for child, fields in _live_processes().items():
+            children.setdefault(int(fields[1]), []).append(child)
         found, todo = [], [pid]
         while todo:
             for child in children.get(todo.pop(), []):
@@ -1009,9 +997,8 @@ class Deployment:
     @staticmethod
     def supervisor_pid(task_pid: int) -> int | None:
         """The parent of a task process: its supervisor (LocalExecutor worker or Celery pool process)."""
-        try:
-            stat = Path(f"/proc/{task_pid}/stat").read_text()
-        except OSError:
+        fields = process_stat(task_pid)
+        if fields is None:
             return None
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        ppid = int(fields[1])
         return ppid if ppid > 1 else None
