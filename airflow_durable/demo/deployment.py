@@ -408,6 +408,7 @@ class Deployment:
             "PATH": os.pathsep.join([str(venv_bin()), base.get("PATH", "")]),
             "PYTHONPATH": os.pathsep.join(p for p in (str(PACKAGE_PARENT), base.get("PYTHONPATH")) if p),
             "PYTHONWARNINGS": "ignore",
+            "PYTHONUNBUFFERED": "1",  # component logs as they happen: a failure's log tails are current
             "TMPDIR": str(self.tmp),
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),

@@ -272,7 +272,12 @@ class Case:
         try:
             return self.dep.wait_for(check, timeout, f"{self.dag_id}: {what}", interval=POLL)
         except DeploymentError as err:
-            raise DeploymentError(err.reason, logs=self.dep.database_activity() + err.logs) from None
+            seen = f"----- {self.dag_id}: notes, then its task instance -----\n" + "\n".join(
+                [*self.result["notes"], str(self.ti())]
+            )
+            raise DeploymentError(
+                err.reason, logs=f"{seen}\n{self.dep.database_activity()}{err.logs}"
+            ) from None
 
     def wait_deferred(self, try_number: int) -> dict[str, Any]:
         """Try ``try_number`` deferred, and its trigger polling the run (not just created)."""
