@@ -144,12 +144,16 @@ def _cpu_s(dep: Any) -> float:
     sessions = set(dep._sessions)
     if dep.postgres is not None and dep.postgres.proc is not None:
         sessions.add(dep.postgres.proc.pid)
-    from airflow_durable.demo.deployment import process_stat
-
     ticks = 0
     for entry in Path("/proc").iterdir():
-        fields = process_stat(int(entry.name)) if entry.name.isdigit() else None
-        if fields and int(fields[3]) in sessions:  # utime, stime, cutime, cstime at 11-14
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # from "state": utime, stime, cutime, cstime at 11-14
+        if int(fields[3]) in sessions:
             ticks += sum(int(x) for x in fields[11:15])
     return ticks / os.sysconf("SC_CLK_TCK")
 

@@ -74,25 +74,6 @@ class DeploymentError(RuntimeError):
         self.logs = logs
 
 
-def process_stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name: ``[state, ppid, pgrp, session, ...]``
-    (``state`` ``T``: stopped, ``Z``: zombie); ``None`` once the process is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
-
-
-def _live_processes() -> dict[int, list[str]]:
-    """Every live (non-zombie) process: pid -> its `process_stat` fields."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (fields := process_stat(int(entry.name))) and fields[0] != "Z":
-            found[int(entry.name)] = fields
-    return found
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -408,7 +389,6 @@ class Deployment:
             "PATH": os.pathsep.join([str(venv_bin()), base.get("PATH", "")]),
             "PYTHONPATH": os.pathsep.join(p for p in (str(PACKAGE_PARENT), base.get("PYTHONPATH")) if p),
             "PYTHONWARNINGS": "ignore",
-            "PYTHONUNBUFFERED": "1",  # component logs as they happen: a failure's log tails are current
             "TMPDIR": str(self.tmp),
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
@@ -675,7 +655,18 @@ class Deployment:
         proc = self.procs.get(component)
         if proc is None:
             raise KeyError(f"no component {component!r}; running: {sorted(self.procs)}")
-        return [pid for pid, fields in _live_processes().items() if int(fields[3]) == proc.pid]
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()  # "pid (comm) state ppid pgrp session ..."
+            if fields[0] != "Z" and int(fields[3]) == proc.pid:
+                found.append(int(entry.name))
+        return found
 
     @contextlib.contextmanager
     def paused(self, component: str, timeout: float = 30) -> Iterator[int]:
@@ -729,7 +720,19 @@ class Deployment:
         ``setproctitle`` overwrites both.
         """
         sessions = set(self._sessions)
-        return [pid for pid, fields in _live_processes().items() if int(fields[3]) in sessions]
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            # "pid (comm) state ppid pgrp session ..." — comm may contain spaces and parentheses.
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[0] != "Z" and int(fields[3]) in sessions:
+                found.append(int(entry.name))
+        return found
 
     # ------------------------------------------------------------------ health and waits
     def _healthy(self) -> bool:
@@ -986,8 +989,16 @@ class Deployment:
     def descendants(self, pid: int) -> list[int]:
         """Every live process below ``pid`` in the process tree (children, their children...)."""
         children: dict[int, list[int]] = {}
-        for child, fields in _live_processes().items():
-            children.setdefault(int(fields[1]), []).append(child)
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
         found, todo = [], [pid]
         while todo:
             for child in children.get(todo.pop(), []):
@@ -998,8 +1009,9 @@ class Deployment:
     @staticmethod
     def supervisor_pid(task_pid: int) -> int | None:
         """The parent of a task process: its supervisor (LocalExecutor worker or Celery pool process)."""
-        fields = process_stat(task_pid)
-        if fields is None:
+        try:
+            stat = Path(f"/proc/{task_pid}/stat").read_text()
+        except OSError:
             return None
-        ppid = int(fields[1])
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
         return ppid if ppid > 1 else None

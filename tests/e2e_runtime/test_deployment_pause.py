@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_durable.demo.deployment import Deployment, DeploymentError, process_stat
+from airflow_durable.demo.deployment import Deployment, DeploymentError
 
 pytestmark = [
     pytest.mark.runtime,
@@ -100,6 +100,8 @@ def test_paused_gives_up_on_a_component_that_never_leaves_its_transaction(dep: _
     assert {_proc_state(pid) for pid in dep.session_pids(component)} <= {"S", "R"}, "left it stopped"
 
 
-def _proc_state(pid: int) -> str | None:
-    fields = process_stat(pid)
-    return fields[0] if fields else None
+def _proc_state(pid: int) -> str:
+    """The process state letter from ``/proc/<pid>/stat`` (``T``: stopped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    return stat[stat.rindex(")") + 2]
