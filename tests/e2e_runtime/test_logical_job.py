@@ -116,7 +116,7 @@ BASE_ENV = {
     "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "2",
     # Logs as they happen, so a failure's log tails are current. Also, measured, not understood: with
     # buffered logs scenario 2b's cleared try was often not scheduled while the triggerer was stalled
-    # (the task instance stayed state None, try 1, trigger_id still set); unbuffered it passed 8 of 8.
+    # (the task instance stayed state None, try 1, trigger_id still set); unbuffered it passed 10 of 10.
     "PYTHONUNBUFFERED": "1",
 }
 #: SQLite only: a longer busy wait than the default 5 s (see ``actions.SQLITE_CONNECT_ARGS``).
