@@ -183,7 +183,7 @@ def _modules_before_and_after(module: str) -> tuple[set[str], set[str]]:
     ("module", "own"),
     [
         ("airflow_durable.operators.databricks", "databricks"),
-        ("airflow_durable.engine", None),
+        ("airflow_durable.engine.mixin", None),
         ("airflow_durable.operators.dbt_cloud", "dbt"),
         ("airflow_durable.operators.snowflake", "snowflake"),
         ("airflow_durable.operators.bigquery", "google"),

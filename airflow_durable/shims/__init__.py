@@ -27,6 +27,7 @@ __all__ = [
     "get_task_state_store",
     "incr_metric",
     "resolve_durable",
+    "supervisor_comms_busy",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -72,6 +73,23 @@ def _trigger_failure_names() -> tuple[str, str]:
 
 #: ``next_method`` of a task resumed to fail because its trigger failed or timed out, and the timeout reason.
 TRIGGER_FAIL_METHOD, TRIGGER_TIMEOUT = _trigger_failure_names()
+
+
+def supervisor_comms_busy() -> bool:
+    """Whether this process is inside a call to its supervisor right now.
+
+    Airflow 3 runs ``on_kill`` from the SIGTERM handler, on the main thread, possibly while that thread is
+    inside a supervisor call (a task-state-store read, say) holding the channel's lock, which is not
+    re-entrant: a second call from ``on_kill`` would wait on that lock forever (and could interleave two
+    frames on the socket). Callers skip their own calls when this is true.
+    """
+    try:
+        from airflow.sdk.execution_time import task_runner  # Airflow >= 3.0
+    except ImportError:
+        return False
+    lock = getattr(getattr(task_runner, "SUPERVISOR_COMMS", None), "_thread_lock", None)
+    locked = getattr(lock, "locked", None)
+    return bool(locked()) if callable(locked) else False
 
 
 def get_task_states(dag_id: str, run_id: str, task_id: str, map_index: int) -> str | None:

@@ -49,6 +49,8 @@ class SystemCase:
     #: Ledger operations that submit a job (idempotent replays included), and the one that cancels it.
     submit_operations: frozenset[str] = frozenset({"runs/submit", "run-now"})
     cancel_operation: str = "runs/cancel"
+    #: What the path of the cancel request contains (to fail it with a fault).
+    cancel_path: str = "cancel"
     #: How the submit→persist window is closed: ``"idempotency"`` (the system dedupes a resubmission
     #: with the same token) or ``"lookup"`` (the retry finds the job by its token and does not submit).
     window_closed_by: str = "idempotency"
@@ -125,6 +127,10 @@ class SystemCase:
         return emulator.faults.add(
             method=method, path_contains=path, status=status, times=times, transport="sync"
         )
+
+    def fail_cancels(self, emulator: Any) -> Any:
+        """Make every cancel request fail (HTTP 500, past the hook's own retries); return the fault."""
+        return emulator.faults.add(path_contains=self.cancel_path, status=500, times=None)
 
     def add_trigger_fault(self, emulator: Any, status: int, times: int) -> Any:
         """Make the trigger's status polls fail ``times`` times (not the operator's own reads)."""
