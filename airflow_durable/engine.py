@@ -47,9 +47,22 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.exceptions import AirflowException
+from airflow_durable import catalogue
 
-from airflow_durable import catalogue, shims
+try:
+    from airflow.exceptions import AirflowException
+except ModuleNotFoundError as _missing:  # an install without Airflow: `check`/`migrate` only
+    if _missing.name != "airflow":
+        raise
+    raise ModuleNotFoundError(
+        "the durable operators need Apache Airflow, which is not installed. Install airflow-durable with "
+        "the extra of your system, which brings Airflow and its provider: "
+        'pip install "airflow-durable[<extra>]" '
+        f"(extras: {', '.join(dict.fromkeys(s.extra for s in catalogue.SYSTEMS))}, all)",
+        name="airflow",
+    ) from None
+
+from airflow_durable import shims
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
