@@ -42,7 +42,10 @@ INSTALL_AIRFLOW = (
 
 def airflow_installed() -> bool:
     """Whether Apache Airflow can be imported here (asked without importing it)."""
-    return importlib.util.find_spec("airflow") is not None
+    try:
+        return importlib.util.find_spec("airflow") is not None
+    except (ImportError, ValueError):  # a broken or half-removed installation
+        return False
 
 
 def error(message: str) -> None:
@@ -164,24 +167,12 @@ def command(app: typer.Typer, name: str, short_help: str, epilog: str) -> Any:
     )
 
 
-app = typer.Typer(
-    name=PROG,
-    no_args_is_help=True,
-    add_completion=False,
-    cls=Group,
-    context_settings=CONTEXT_SETTINGS,
-    rich_markup_mode=None,
-    epilog=exit_codes_epilog(EXIT_CODES),
-)
-
-
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(f"{PROG} {airflow_durable.__version__}")
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool,
@@ -197,20 +188,31 @@ def _root(
     """
 
 
-def _register_subcommands() -> None:
-    # Each feature module owns its commands; none of them imports Airflow, rich or libcst at import time.
+def build_app() -> typer.Typer:
+    """The ``airflow-durable`` command with every subcommand (a new app on each call)."""
+    # Each feature module owns its commands; none of them imports Airflow at import time.
     from airflow_durable.demo.cli import register as register_demo
     from airflow_durable.jobs.cli import register as register_jobs
     from airflow_durable.lint.cli import register as register_lint
 
+    app = typer.Typer(
+        name=PROG,
+        no_args_is_help=True,
+        add_completion=False,
+        cls=Group,
+        context_settings=CONTEXT_SETTINGS,
+        rich_markup_mode=None,
+        epilog=exit_codes_epilog(EXIT_CODES),
+    )
+    app.callback()(_root)
     register_lint(app)
     register_jobs(app)
     register_demo(app)
+    return app
 
 
 def main() -> None:
-    _register_subcommands()
-    app(prog_name=PROG)
+    build_app()(prog_name=PROG)
 
 
 if __name__ == "__main__":
