@@ -52,7 +52,7 @@ from airflow_durable import catalogue
 try:
     from airflow.exceptions import AirflowException
 except ModuleNotFoundError as _missing:  # an install without Airflow: `check`/`migrate` only
-    if _missing.name != "airflow":
+    if (_missing.name or "").partition(".")[0] != "airflow":
         raise
     raise ModuleNotFoundError(
         "the durable operators need Apache Airflow, which is not installed. Install airflow-durable with "
