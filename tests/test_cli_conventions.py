@@ -301,7 +301,9 @@ def airflow_api() -> Iterator[_AirflowApi]:
     thread.join(10)
 
 
-def _add_record(api: _AirflowApi, dag_id: str, ti_state: str, run_id: int) -> None:
+def _add_record(
+    api: _AirflowApi, dag_id: str, ti_state: str, run_id: int, conn_id: str = "databricks_default"
+) -> None:
     """A task instance of the durable Databricks operator whose record tracks ``run_id``."""
     operator = OPERATORS[0]
     assert operator.system == "databricks"
@@ -326,7 +328,7 @@ def _add_record(api: _AirflowApi, dag_id: str, ti_state: str, run_id: int) -> No
             "state": "submitted",
             "external_id": run_id,
             "max_tries": 2,
-            "locator": {"databricks_conn_id": "databricks_default"},
+            "locator": {"databricks_conn_id": conn_id},
         }
     }
 
@@ -423,3 +425,13 @@ def test_demo_lists_its_systems_in_both_formats_and_keeps_json_as_an_alias() -> 
     } in listed
     old = invoke("demo", "--list", "--json")
     assert json.loads(old.stdout) == listed and "--json is deprecated" in old.stderr
+
+
+def test_orphans_warns_about_a_job_whose_status_it_cannot_read(
+    airflow_api: _AirflowApi, no_cache: dict[str, str]
+) -> None:
+    _add_record(airflow_api, "lost", "failed", 4242, conn_id="afd_no_such_connection")
+    result = invoke("orphans", "--url", airflow_api.url, "--no-cache", "-q", env=no_cache)
+    # Not an orphan as far as anyone can tell, but never silently: even --quiet says so.
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "could not read the status of databricks job 4242 (lost/manual__1/submit_run)" in result.stderr

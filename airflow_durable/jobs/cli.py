@@ -22,6 +22,7 @@ from airflow_durable.cli import (
     error,
     exit_codes_epilog,
     format_metavar,
+    warn,
 )
 
 if TYPE_CHECKING:
@@ -338,13 +339,14 @@ def orphans(
     err = Console(stderr=True, highlight=False)
     job_cache = _cache(api, cache, no_cache)
     try:
-        _, found = _run_with_progress(
+        rows, found = _run_with_progress(
             err,
             "looking for orphans",
             lambda p: find_orphans(api, dag, operator or (), cache=job_cache, progress=p),
             quiet,
         )
         found = _filter(found, system, None)
+        _warn_unread(_filter(rows, system, None))
         outcomes: list[CancelOutcome] = []
         if do_cancel and found:
             if fmt == "text":
@@ -391,6 +393,18 @@ def orphans(
     elif found or not quiet:
         _orphans_table(Console(highlight=False), found)
     raise typer.Exit(EXIT_ORPHANS if remaining else EXIT_OK)
+
+
+def _warn_unread(rows: Sequence[JobRow]) -> None:
+    """A job whose status could not be read is not counted as an orphan: say so, even with --quiet."""
+    unread = [r for r in rows if r.live is not None and r.live.phase == "error"]
+    for r in unread:
+        where = f"{r.dag_id}/{r.run_id}/{r.task_id}"
+        status = r.live.status if r.live else ""
+        warn(
+            f"could not read the status of {r.system} job {_ext(r.external_id)} ({where}): {status}; "
+            "not counted as an orphan"
+        )
 
 
 def _orphans_table(console: Console, rows: Sequence[JobRow]) -> None:
