@@ -10,6 +10,21 @@ feature by importing the new API, not by comparing version strings.
 
 from __future__ import annotations
 
+try:
+    import airflow  # noqa: F401
+except ModuleNotFoundError as _missing:  # an install without Airflow: `check`/`migrate` only
+    if (_missing.name or "").partition(".")[0] != "airflow":
+        raise
+    from airflow_durable import catalogue
+
+    raise ModuleNotFoundError(
+        "the durable operators need Apache Airflow, which is not installed. Install airflow-durable with "
+        "the extra of your system, which brings Airflow and its provider: "
+        'pip install "airflow-durable[<extra>]" '
+        f"(extras: {', '.join(dict.fromkeys(s.extra for s in catalogue.SYSTEMS))}, all)",
+        name="airflow",
+    ) from None
+
 import contextlib
 import warnings
 from collections.abc import Callable, Iterator, Mapping
