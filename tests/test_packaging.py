@@ -114,7 +114,7 @@ def _build(tmp_path: Path, *targets: str) -> dict[str, Path]:
     return {p.suffix: p for p in tmp_path.iterdir()}
 
 
-def test_sdist_holds_the_package_readme_and_pyproject_only(tmp_path):
+def test_sdist_holds_the_package_readme_license_and_pyproject_only(tmp_path):
     built = _build(tmp_path, "sdist")
     with tarfile.open(built[".gz"]) as sdist:
         names = [n.split("/", 1)[1] for n in sdist.getnames() if "/" in n]
@@ -122,7 +122,7 @@ def test_sdist_holds_the_package_readme_and_pyproject_only(tmp_path):
         assert pkg_info is not None
         assert f"Version: {airflow_durable.__version__}" in pkg_info.read().decode()
     top = {n.split("/")[0] for n in names}
-    assert top == {"airflow_durable", "README.md", "pyproject.toml", "PKG-INFO", ".gitignore"}, top
+    assert top == {"airflow_durable", "README.md", "pyproject.toml", "LICENSE", "PKG-INFO", ".gitignore"}, top
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     # Everything git tracks in the package ships (the demo's DAG files included), nothing else.
     tracked = subprocess.run(
@@ -142,6 +142,7 @@ def test_wheel_ships_py_typed_the_demo_dag_builder_and_the_entry_points(tmp_path
         ).decode()
         metadata_text = wheel.read(meta).decode()
     assert "airflow_durable/py.typed" in names
+    assert f"{meta.split('/')[0]}/licenses/LICENSE" in names  # Apache-2.0, as the metadata declares
     # The demo writes a two-line DAG file per system that calls this builder with its table row.
     assert "airflow_durable/demo/dag.py" in names and "airflow_durable/demo/table.py" in names
     assert {n.split("/")[0] for n in names} == {"airflow_durable", meta.split("/")[0]}
