@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -209,3 +210,32 @@ def test_an_operator_module_imports_no_other_provider_and_no_cli_dependency(modu
     # Airflow itself imports rich, click and libcst (3.3): what counts is what *our* module adds on top
     # of Airflow's SDK and the provider's own operator module.
     assert _cli_modules(loaded) - _cli_modules(before) == set()
+
+
+def test_the_jobs_page_installs_itself_and_one_setting_switches_it_off():
+    """The ``airflow.plugins`` entry point loads everywhere; ``[airflow_durable] jobs_page`` empties it."""
+    (plugin,) = [
+        ep
+        for ep in metadata.entry_points(group="airflow.plugins")
+        if ep.dist is not None and ep.dist.metadata["Name"] == "airflow-durable"
+    ]
+    module, _, attr = plugin.value.partition(":")
+    probe = (
+        f"import importlib, json; cls = getattr(importlib.import_module({module!r}), {attr!r})\n"
+        "print(json.dumps([len(cls.fastapi_apps), len(cls.external_views)]))"
+    )
+    served = importlib.util.find_spec("fastapi") is not None  # Airflow 2.x has no API server to mount it on
+
+    def sizes(**env: str) -> list[int]:
+        out = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, **env},
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert sizes() == ([1, 1] if served else [0, 0])
+    assert sizes(AIRFLOW__AIRFLOW_DURABLE__JOBS_PAGE="False") == [0, 0]
