@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -120,7 +121,7 @@ def _build(tmp_path: Path, *targets: str) -> dict[str, Path]:
     return {p.suffix: p for p in tmp_path.iterdir()}
 
 
-def test_sdist_holds_the_package_readme_and_pyproject_only(tmp_path):
+def test_sdist_holds_the_package_readme_license_and_pyproject_only(tmp_path):
     built = _build(tmp_path, "sdist")
     with tarfile.open(built[".gz"]) as sdist:
         names = [n.split("/", 1)[1] for n in sdist.getnames() if "/" in n]
@@ -128,7 +129,7 @@ def test_sdist_holds_the_package_readme_and_pyproject_only(tmp_path):
         assert pkg_info is not None
         assert f"Version: {airflow_durable.__version__}" in pkg_info.read().decode()
     top = {n.split("/")[0] for n in names}
-    assert top == {"airflow_durable", "README.md", "pyproject.toml", "PKG-INFO", ".gitignore"}, top
+    assert top == {"airflow_durable", "README.md", "pyproject.toml", "LICENSE", "PKG-INFO", ".gitignore"}, top
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     # Everything git tracks in the package ships (the demo's DAG files included), nothing else.
     tracked = subprocess.run(
@@ -148,6 +149,7 @@ def test_wheel_ships_py_typed_the_demo_dag_builder_and_the_entry_points(tmp_path
         ).decode()
         metadata_text = wheel.read(meta).decode()
     assert "airflow_durable/py.typed" in names
+    assert f"{meta.split('/')[0]}/licenses/LICENSE" in names  # Apache-2.0, as the metadata declares
     # The demo writes a two-line DAG file per system that calls this builder with its table row.
     assert "airflow_durable/demo/dag.py" in names and "airflow_durable/demo/table.py" in names
     assert {n.split("/")[0] for n in names} == {"airflow_durable", meta.split("/")[0]}
@@ -359,3 +361,32 @@ def test_the_wheel_installs_without_airflow_and_check_runs(wheel: Path, tmp_path
     )
     assert demo.returncode == 1 and json.loads(demo.stdout)["ok"] is False, demo.stdout + demo.stderr
     assert "Apache Airflow is not installed" in demo.stderr
+
+
+def test_the_jobs_page_installs_itself_and_one_setting_switches_it_off():
+    """The ``airflow.plugins`` entry point loads everywhere; ``[airflow_durable] jobs_page`` empties it."""
+    (plugin,) = [
+        ep
+        for ep in metadata.entry_points(group="airflow.plugins")
+        if ep.dist is not None and ep.dist.metadata["Name"] == "airflow-durable"
+    ]
+    module, _, attr = plugin.value.partition(":")
+    probe = (
+        f"import importlib, json; cls = getattr(importlib.import_module({module!r}), {attr!r})\n"
+        "print(json.dumps([len(cls.fastapi_apps), len(cls.external_views)]))"
+    )
+    served = importlib.util.find_spec("fastapi") is not None  # Airflow 2.x has no API server to mount it on
+
+    def sizes(**env: str) -> list[int]:
+        out = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, **env},
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert sizes() == ([1, 1] if served else [0, 0])
+    assert sizes(AIRFLOW__AIRFLOW_DURABLE__JOBS_PAGE="False") == [0, 0]

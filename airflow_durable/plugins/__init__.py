@@ -8,30 +8,39 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
 
-__all__ = ["DurableJobsPlugin"]
+__all__ = ["ENABLED", "DurableJobsPlugin"]
 
-_apps: list[dict[str, Any]] = []
-_views: list[dict[str, Any]] = []
-try:
-    from airflow_durable.plugins.app import URL_PREFIX, app
-except ModuleNotFoundError as err:
-    # An Airflow without FastAPI (2.x: no API server to mount the page on) still loads this entry-point
-    # plugin in every component: an empty plugin there, not an import error logged by each of them.
-    if err.name != "fastapi":
-        raise
-else:
-    _apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Durable jobs"}]
-    _views = [
-        {
-            "name": "Durable jobs",
-            "href": f"{URL_PREFIX}/",
-            "destination": "nav",
-            "category": "browse",
-            "url_route": "durable-jobs",
-        }
-    ]
+#: ``[airflow_durable] jobs_page = False`` (``AIRFLOW__AIRFLOW_DURABLE__JOBS_PAGE=False``) leaves the plugin
+#: empty: no page, no menu entry. The entry point itself cannot be switched off by Airflow's settings.
+ENABLED = conf.getboolean("airflow_durable", "jobs_page", fallback=True)
+
+
+def _page() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The page's app and its menu entry, or nothing where it is switched off or cannot be served."""
+    if not ENABLED:
+        return [], []
+    try:
+        from airflow_durable.plugins.app import URL_PREFIX, app
+    except ModuleNotFoundError as err:
+        # An Airflow without FastAPI (2.x: no API server to mount the page on) still loads this entry-point
+        # plugin in every component: an empty plugin there, not an import error logged by each of them.
+        if err.name != "fastapi":
+            raise
+        return [], []
+    view = {
+        "name": "Durable jobs",
+        "href": f"{URL_PREFIX}/",
+        "destination": "nav",
+        "category": "browse",
+        "url_route": "durable-jobs",
+    }
+    return [{"app": app, "url_prefix": URL_PREFIX, "name": "Durable jobs"}], [view]
+
+
+_apps, _views = _page()
 
 
 class DurableJobsPlugin(AirflowPlugin):

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 __all__ = [
+    "DURABILITY_OFF",
     "DURABLE_RUNTIME",
     "TRIGGER_FAIL_METHOD",
     "TRIGGER_TIMEOUT",
@@ -148,22 +149,31 @@ async def aget_task_states(dag_id: str, run_id: str, task_id: str, map_index: in
     return None if state is None else str(state)
 
 
+#: The operator class that told this process durability is off (empty until one did). A set, so a test can
+#: ``clear()`` it to see the warning again.
 _warned_noop: set[str] = set()
+
+#: The start of the warning below Airflow 3.3; ``warnings.filterwarnings("ignore", message=...)`` silences it.
+DURABILITY_OFF = "airflow-durable: durability is off"
 
 
 def resolve_durable(durable: bool | None, operator_class: str) -> bool:
     """Turn the user's ``durable=`` argument into what this Airflow can actually do.
 
-    ``None`` (not given) means "durable where possible". An explicit ``durable=True`` on an Airflow
-    without a task state store warns once per operator class, then degrades to submitting fresh.
+    ``None`` (not given) means "durable where possible". Below Airflow 3.3 (no task state store) the
+    first durable operator constructed in a process warns (``UserWarning``) that durability is off,
+    whether or not ``durable=`` was passed, and every operator degrades to submitting fresh. Once per
+    process: a DAG file with fifty durable tasks, or a worker running many tries, says it once.
+    ``durable=False`` is the user's own choice and says nothing.
     """
     if DURABLE_RUNTIME:
         return durable is not False
-    if durable and operator_class not in _warned_noop:
+    if durable is not False and not _warned_noop:
         _warned_noop.add(operator_class)
         warnings.warn(
-            f"{operator_class}: `durable=True` has no effect on Airflow versions below 3.3 "
-            "(no task_state_store): every try submits a fresh job.",
+            f"{DURABILITY_OFF} on this Airflow: `durable` has no effect on Airflow versions below 3.3 "
+            f"(no task_state_store), so every try of {operator_class} and of every other durable operator "
+            "submits a fresh job, as the provider operator does. Said once per process.",
             UserWarning,
             stacklevel=3,
         )
