@@ -293,6 +293,6 @@ def _held(state="submitted", job=11, owner=3, token="tok", **fields):
     ],
 )
 def test_may_cancel(job, origin, knowledge, allowed, why):
-    recorded = not (knowledge.read is Read.FAILED)
+    recorded = knowledge.read is not Read.FAILED
     verdict = may_cancel(job, ME, origin=origin, intent_token="tok", recorded=recorded, knowledge=knowledge)
     assert verdict.allowed is allowed and why in verdict.reason, verdict

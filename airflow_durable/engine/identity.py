@@ -188,9 +188,17 @@ def same_epoch(record: JobRecord, me: TryIdentity) -> bool:
        window; a clear of a finished task is what users do), a job still in flight as the same epoch (its
        retry reconnects; rerunning it would throw away work on a coincidence).
 
+    One clear leaves no trace a try can see: of a task whose try runs on a worker that is gone. Airflow
+    sets it ``restarting`` without touching ``max_tries``, fails it for its missing heartbeat and retries
+    it, and the retry sees what any retry sees. Airflow's own failure handling still knows it was
+    ``restarting``: there our listener (`airflow_durable.plugins.listener`) marks the record
+    (``cleared_while_running``), which ends its epoch.
+
     A record without stamps (release 0.1, or written with no task instance) belongs to the epoch that
     reads it, except a stamped ``done`` record, which is compared on ``max_tries``.
     """
+    if record.cleared_while_running is not None:
+        return False
     if record.max_tries is None or me.max_tries is None:
         return True
     if record.max_tries != me.max_tries:

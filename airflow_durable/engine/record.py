@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
+    "CLEARED_FIELD",
     "HISTORY_LIMIT",
     "RECORD_SCHEMA",
     "RECORD_SCHEMA_V1",
@@ -50,6 +51,9 @@ _CURRENT_VERSION = 2
 #: Decisions kept in a record's ``history`` (oldest dropped first): enough to explain a task's tries.
 HISTORY_LIMIT = 20
 STATES = ("submitting", "submitted", "done")
+#: Set by Airflow's side (`airflow_durable.plugins.listener`) on the record of a task the user cleared while
+#: it ran and whose worker was gone: ``{"try": <the try that ran>, "at": "…"}``.
+CLEARED_FIELD = "cleared_while_running"
 
 #: Fields the engine derives on every write; anything else in a stored value is a newer release's.
 _OWN_FIELDS = frozenset(
@@ -71,6 +75,7 @@ _OWN_FIELDS = frozenset(
         "deadline",
         "unended",
         "history",
+        CLEARED_FIELD,
         # written from the operator on every write (`DurableJobEngine._write_record`)
         "operator",
         "system",
@@ -111,6 +116,8 @@ class JobRecord:
     #: Older jobs not known to have ended: ``{"external_id", "token", "generation", "epoch", "why"}``.
     unended: tuple[dict[str, Any], ...] = field(default=())
     history: tuple[dict[str, Any], ...] = field(default=())
+    #: The mark of a clear while the try ran (`CLEARED_FIELD`): the record is of an ended logical job.
+    cleared_while_running: Mapping[str, Any] | None = None
     #: Fields of a newer release, written back unchanged.
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: The schema the value was stored in, when `parse_record` upgraded it (never written).
@@ -155,6 +162,8 @@ class JobRecord:
             value["unended"] = [dict(entry) for entry in self.unended]
         if self.history:
             value["history"] = [dict(entry) for entry in self.history[-HISTORY_LIMIT:]]
+        if self.cleared_while_running is not None:
+            value[CLEARED_FIELD] = dict(self.cleared_while_running)
         return value
 
     def with_history(self, entry: dict[str, Any]) -> JobRecord:
@@ -230,6 +239,9 @@ def _parse(raw: dict[str, Any], parse_id: Callable[[Any], Any], upgraded_from: s
     history = raw.get("history") or []
     if not isinstance(history, list):
         raise RecordError(f"bad history {history!r}")
+    cleared = raw.get(CLEARED_FIELD)
+    if cleared is not None and not isinstance(cleared, dict):
+        raise RecordError(f"bad {CLEARED_FIELD} {cleared!r}")
     unended = raw.get("unended") or []
     if not isinstance(unended, list) or not all(isinstance(entry, dict) for entry in unended):
         raise RecordError(f"bad unended {unended!r}")
@@ -267,6 +279,7 @@ def _parse(raw: dict[str, Any], parse_id: Callable[[Any], Any], upgraded_from: s
         deadline=texts["deadline"],
         unended=tuple(kept),
         history=tuple(entry for entry in history if isinstance(entry, dict)),
+        cleared_while_running=cleared,
         extra={k: v for k, v in raw.items() if k not in _OWN_FIELDS},
         upgraded_from=upgraded_from,
     )

@@ -1,4 +1,5 @@
-"""Airflow UI plugin: the "Durable jobs" page (registered by ``get_provider_info``'s ``plugins`` key).
+"""The Airflow plugin: the "Durable jobs" page (registered by ``get_provider_info``'s ``plugins`` key) and
+the listener that marks a clear of a running task whose worker is gone (`airflow_durable.plugins.listener`).
 
 Airflow imports this module in every component that loads plugins, so it stays light: the FastAPI app is
 built from `airflow_durable.plugins.app`, which imports Airflow's API internals only per request.
@@ -10,6 +11,8 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
+
+from airflow_durable import shims
 
 __all__ = ["ENABLED", "DurableJobsPlugin"]
 
@@ -43,9 +46,20 @@ def _page() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 _apps, _views = _page()
 
 
+def _listeners() -> list[Any]:
+    """The clear listener, where the engine is durable (Airflow >= 3.3); it is not tied to the page."""
+    if not shims.DURABLE_RUNTIME:
+        return []
+    from airflow_durable.plugins import listener
+
+    return [listener]
+
+
 class DurableJobsPlugin(AirflowPlugin):
-    """A FastAPI app serving the page and its JSON, and a nav entry that shows it inside Airflow's UI."""
+    """A FastAPI app serving the page and its JSON, a nav entry that shows it inside Airflow's UI, and the
+    listener that marks a clear of a running task whose worker is gone."""
 
     name = "airflow_durable_jobs"
     fastapi_apps = _apps
     external_views = _views
+    listeners = _listeners()

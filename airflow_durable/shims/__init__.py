@@ -27,7 +27,7 @@ except ModuleNotFoundError as _missing:  # an install without Airflow: `check`/`
 
 import contextlib
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "get_task_state_store",
     "incr_metric",
     "resolve_durable",
+    "mark_cleared_while_running",
     "supervisor_comms_busy",
 ]
 
@@ -106,6 +107,58 @@ def supervisor_comms_busy() -> bool:
     lock = getattr(getattr(task_runner, "SUPERVISOR_COMMS", None), "_thread_lock", None)
     locked = getattr(lock, "locked", None)
     return bool(locked()) if callable(locked) else False
+
+
+def mark_cleared_while_running(task_instance: Any, keys: Iterable[str], field: str) -> list[str]:
+    """In Airflow's own failure handling of a task instance a user cleared while it ran, mark its records.
+
+    Called from the ``on_task_instance_failed`` listener. On Airflow 3.3 a clear of a running task sets
+    ``restarting`` without touching ``max_tries``; when its worker is gone the scheduler fails it for a
+    missing heartbeat (``TaskInstance.fetch_handle_failure_context``) and retries it, and the next try sees
+    exactly what a plain retry sees. Here, and only here, Airflow still holds the fact: the ORM object's
+    state was loaded as ``restarting`` and set to ``up_for_retry``, not yet flushed. Each record under
+    ``keys`` gets ``field`` (the try that ran and when), written in the same session, so the next try
+    knows a new logical job begins. A worker-side call (the task runner's listener, no ORM object) and any
+    other failure mark nothing. Returns the keys marked.
+    """
+    import datetime as dt
+    import json
+
+    try:
+        from sqlalchemy import inspect as sa_inspect
+        from sqlalchemy import select
+        from sqlalchemy.orm import object_session
+
+        history = sa_inspect(task_instance).attrs.state.history
+        session = object_session(task_instance)
+    except Exception:  # not an ORM task instance (the worker's runtime one): nothing to look at
+        return []
+    if session is None or not any(str(state) == "restarting" for state in history.deleted or ()):
+        return []
+    from airflow.models.task_state_store import TaskStateStoreModel
+
+    marked: list[str] = []
+    with session.no_autoflush:  # Airflow flushes its own change when it saves the task instance
+        rows = session.scalars(
+            select(TaskStateStoreModel).where(
+                TaskStateStoreModel.dag_id == task_instance.dag_id,
+                TaskStateStoreModel.run_id == task_instance.run_id,
+                TaskStateStoreModel.task_id == task_instance.task_id,
+                TaskStateStoreModel.map_index == task_instance.map_index,
+                TaskStateStoreModel.key.in_(list(keys)),
+            )
+        ).all()
+        for row in rows:
+            try:
+                value = json.loads(row.value)
+            except ValueError:
+                continue
+            if not isinstance(value, dict) or field in value:
+                continue
+            value[field] = {"try": task_instance.try_number, "at": dt.datetime.now(dt.UTC).isoformat()}
+            row.value = json.dumps(value)
+            marked.append(row.key)
+    return marked
 
 
 def get_task_states(dag_id: str, run_id: str, task_id: str, map_index: int) -> str | None:

@@ -100,6 +100,33 @@ def test_a_clear_while_the_try_runs_cancels_its_job_at_once(case, emulator, defe
     assert decisions(runner, case)[-1] == "new_epoch"
 
 
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_clear_of_a_running_task_whose_worker_is_gone_starts_a_new_logical_job(case, emulator, deferrable):
+    """The user clears a task whose try runs on a worker that is gone (frozen, killed): Airflow sets it
+    restarting without touching max_tries, fails it for its missing heartbeat and retries it, so the retry
+    sees what a plain retry sees. Airflow's failure handling is where our listener marks the record
+    (proven against Airflow's own code in tests/e2e/test_airflow_assumptions.py); the retry then starts
+    a new logical job and ends the old one."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    runner.new_ti_id()  # the clear: prepare_db_for_next_try; RESTARTING; max_tries untouched
+    runner.dag_run.clear_number += 1
+    runner.store.data[case.external_id_key]["cleared_while_running"] = {
+        "try": 1,
+        "at": "2026-12-05T00:00:00+00:00",
+    }
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()  # the retry Airflow starts after the heartbeat purge
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and case.reported(outcome) == jobs[1]
+    assert cancelled(case, emulator, old)
+    assert decisions(runner, case)[-1] == "new_epoch"
+    assert "cleared_while_running" not in runner.store.data[case.external_id_key]
+
+
 # --------------------------------------------------------------------------- who may cancel
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_a_superseded_try_whose_id_write_fails_leaves_the_newer_tries_job_alone(case, emulator, deferrable):
@@ -195,7 +222,7 @@ def _swallow(call: Any, *args: Any) -> None:
 # --------------------------------------------------------------------------- no read failure submits
 def test_a_failed_read_of_the_providers_own_key_never_leads_to_a_submit(case, emulator):
     """A retry with no record of ours looks for a job the provider operator's own ResumableJobMixin stored
-    (the user switched mid-retries). If that read fails, nothing is known: the try fails, submitting nothing."""
+    (the user switched mid-retries). If that read fails, nothing is known: the try fails and submits nothing."""
     operator = case.make(emulator, False)
     key = type(operator)._upstream_external_id_key()
     if key is None:
