@@ -222,7 +222,7 @@ def _swallow(call: Any, *args: Any) -> None:
 # --------------------------------------------------------------------------- no read failure submits
 def test_a_failed_read_of_the_providers_own_key_never_leads_to_a_submit(case, emulator):
     """A retry with no record of ours looks for a job the provider operator's own ResumableJobMixin stored
-    (the user switched mid-retries). If that read fails, nothing is known: the try fails and submits nothing."""
+    (the user switched mid-retries). If that read fails, nothing is known: the try fails, submits nothing."""
     operator = case.make(emulator, False)
     key = type(operator)._upstream_external_id_key()
     if key is None:

@@ -1,4 +1,4 @@
-"""A record under a durable key and one task instance, for the clear listener's check (tests.e2e.clear_listener).
+"""A record under a durable key and one task instance, for tests.e2e.clear_listener.
 
 The task writes a record under a durable operator's key, as the engine would; the check then puts the
 task instance through Airflow's own failure handling, once as a task cleared while it ran (``restarting``)
