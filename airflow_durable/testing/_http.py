@@ -122,6 +122,7 @@ class HttpEmulator(ScriptedEmulator):
         for method, pattern, handler in self.ROUTES:
             self.server.route(method, pattern, self._guarded(getattr(self, handler)))
         self._init_service()
+        self._install_contract()
 
     def _init_service(self) -> None:
         """Set up what the service keeps besides its jobs (called at the end of ``__init__``)."""

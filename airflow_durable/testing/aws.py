@@ -305,6 +305,16 @@ class AwsEmulator(ScriptedEmulator):
             faults=self.faults,
             error_body=lambda status, message: _error_body(status, message, codes),
         )
+        self._install_contract()
+
+    def _contract(self) -> Any:
+        from airflow_durable.testing.contracts._aws import AwsContract
+
+        return AwsContract(self.system, self.service)
+
+    def contract_error(self, status: int, message: str) -> Response:
+        code = "ValidationException" if status == 400 else "InternalServerException"
+        return Response(status, {"__type": code, "message": message, "Message": message})
 
     # ------------------------------------------------------------------ start / stop
     @property
