@@ -169,6 +169,11 @@ class DatabricksEmulator(HttpEmulator):
     def error_body(status: int, message: str) -> dict[str, str]:
         return {"error_code": _ERROR_CODES.get(status, "INTERNAL_ERROR"), "message": message}
 
+    def _contract(self) -> Any:
+        from airflow_durable.testing.contracts._databricks import DatabricksContract
+
+        return DatabricksContract()
+
     def error(self, status: int, message: str) -> EmulatorError:
         return _error(status, "UNAUTHENTICATED" if status == 401 else "INVALID_PARAMETER_VALUE", message)
 
@@ -321,7 +326,9 @@ class DatabricksEmulator(HttpEmulator):
 
     # ------------------------------------------------------------------ endpoints
     def _submit(self, request: Request) -> dict[str, Any]:
-        return self._create_run("runs/submit", dict(request.json or {}), job=None)
+        answer = self._create_run("runs/submit", dict(request.json or {}), job=None)
+        # A one-time run answers its run id only (SubmitRunResponse); run-now adds number_in_job.
+        return {"run_id": answer["run_id"]}
 
     def _run_now(self, request: Request) -> dict[str, Any]:
         payload = dict(request.json or {})
@@ -342,9 +349,8 @@ class DatabricksEmulator(HttpEmulator):
         run = self.live(run_id)
         if run.output is not None:
             return run.output
+        # metadata is a Run (RunOutput.metadata), which has no task_key field.
         out: dict[str, Any] = {"metadata": self._run_json(run, run.state, include_history=False)}
-        if task_key is not None:
-            out["metadata"]["task_key"] = task_key
         if run.result_state == "SUCCESS":
             out["notebook_output"] = {"result": "ok", "truncated": False}
         elif run.result_state:

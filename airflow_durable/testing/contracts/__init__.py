@@ -201,6 +201,14 @@ class ContractGuard:
         self.violations.append(found)
         return found
 
+    @staticmethod
+    def _checked(check: Callable[..., list[Problem]], *args: object) -> list[Problem]:
+        # A bug in a check must neither drop the connection nor pass silently: it is a violation too.
+        try:
+            return check(*args)
+        except Exception as err:
+            return [Problem("", f"the check itself failed: {type(err).__name__}: {err}", rejects=False)]
+
     def before(self, request: Request) -> Response | None:
         """Check a request before the emulator handles it; an answer here replaces the handler's."""
         if mode() == "off" or self.contract.available is not None:
@@ -223,7 +231,7 @@ class ContractGuard:
                     )
                 ],
             )
-        problems = self.contract.check_request(operation, request)
+        problems = self._checked(self.contract.check_request, operation, request)
         if not problems:
             return None
         violation = self._violation(operation, "request", problems)
@@ -239,7 +247,7 @@ class ContractGuard:
         operation = self.contract.operation(request)
         if operation is None or response.status >= 300:
             return response
-        problems = self.contract.check_response(operation, request, response)
+        problems = self._checked(self.contract.check_response, operation, request, response)
         if not problems:
             return response
         violation = self._violation(operation, "response", problems)
