@@ -47,8 +47,9 @@ REQUEST_EXTRAS: dict[tuple[str, str], tuple[str, str]] = {
     **{
         ("jobs/runs/submit", name): (
             "SubmitTask",
-            "the single-task format (task fields at the top level): the provider's DatabricksSubmitRunOperator "
-            "builds it from its named arguments and documents it; the SDK (Jobs API 2.2) declares only `tasks`",
+            "the single-task format (task fields at the top level): the provider's "
+            "DatabricksSubmitRunOperator builds it from its named arguments and documents it; the SDK "
+            "(Jobs API 2.2) declares only `tasks`",
         )
         for name in (
             "notebook_task",
@@ -177,7 +178,7 @@ def check_object(
         problems.append(Problem(path, f"expected a {cls.__name__} object, got {value!r}"))
         return
     hints = _hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     for key, item in value.items():
         where = f"{path}.{key}" if path else key
         if key not in fields:
