@@ -176,6 +176,11 @@ class SnowflakeEmulator(HttpEmulator):
     def error(self, status: int, message: str) -> EmulatorError:
         return EmulatorError(status, self.error_body(status, message))
 
+    def _contract(self) -> Any:
+        from airflow_durable.testing.contracts._openapi import OpenApiContract
+
+        return OpenApiContract(SYSTEM, "snowflake_sql_api_v2.json")
+
     def validate_state(self, state: str) -> str:
         return _validate_state(state)
 
@@ -280,6 +285,8 @@ class SnowflakeEmulator(HttpEmulator):
                 f"Actual statement count {len(parts)} did not match the desired statement count "
                 f"{count or 1}.",
                 sqlState="0A000",
+                # QueryFailureStatus requires the handle: the request was compiled, so it has one.
+                statementHandle=self._new_handle(),
             )
         multi = count != 1 and len(parts) > 1
         script = self.next_lifecycle().remaining

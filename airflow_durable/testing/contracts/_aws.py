@@ -302,7 +302,7 @@ class AwsContract(Contract):
 
     def check_response(self, operation: str, request: Request, response: Response) -> list[Problem]:
         found = self._model(request)
-        if found is None:
+        if found is None or response.status >= 300:  # error shapes: see the fidelity page
             return []
         service, model = found
         raw = response.raw if response.raw is not None else json.dumps(response.json).encode()

@@ -38,7 +38,7 @@ _INT64 = re.compile(r"-?\d+")
 
 @functools.cache
 def _document_path() -> str:
-    import googleapiclient
+    import googleapiclient  # type: ignore[import-untyped]
 
     return os.path.join(
         os.path.dirname(googleapiclient.__file__), "discovery_cache", "documents", "bigquery.v2.json"
@@ -67,7 +67,7 @@ def _methods() -> list[tuple[str, re.Pattern[str], dict[str, Any]]]:
 def check_schema(
     value: Any, schema: dict[str, Any], path: str, problems: list[Problem], *, request: bool, method: str = ""
 ) -> None:
-    """``value`` against a discovery schema; ``method`` (a request's method id) selects required properties."""
+    """``value`` against a discovery schema; ``method`` (a request's method id) selects required ones."""
     if "$ref" in schema:
         schema = discovery_document()["schemas"][schema["$ref"]]
     kind = schema.get("type")
@@ -203,6 +203,8 @@ class BigQueryContract(Contract):
     def check_response(self, operation: str, request: Request, response: Response) -> list[Problem]:
         method = self._method(request)
         assert method is not None
+        if response.status >= 300:  # the discovery document describes no error body
+            return []
         problems: list[Problem] = []
         reference = method.get("response")
         if reference is None:
