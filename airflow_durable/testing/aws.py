@@ -297,6 +297,9 @@ class AwsEmulator(ScriptedEmulator):
         self.account_id = ACCOUNT_ID
         self._moto = moto
         self._tokens: dict[str, tuple[str, bytes, dict[str, str]]] = {}
+        #: Seconds a native token deduplicates after its job was created (``None``: while the service
+        #: holds the job). A test sets it, or calls `forget_token`, to model a lapsed token.
+        self.token_window: float | None = None
         self._routes_cache: dict[str, list[tuple[str, re.Pattern[str], str]]] = {}
         codes = {**_ERROR_CODES, **self.ERROR_CODES}
         self.server = _AwsFront(
@@ -594,6 +597,11 @@ class AwsEmulator(ScriptedEmulator):
         except ValueError:
             return {}
 
+    def forget_token(self, token: str) -> None:
+        """The token's deduplication window has passed: a resubmission with it creates a new job."""
+        with self._lock:
+            self._tokens.pop(token, None)
+
     def _replay(self, call: AwsCall) -> Response | None:
         if self.native_token_param is None:
             return None
@@ -601,6 +609,14 @@ class AwsEmulator(ScriptedEmulator):
         if token is None or str(token) not in self._tokens:
             return None
         job_id, raw, headers = self._tokens[str(token)]
+        job = self.jobs.get(job_id)
+        if (
+            self.token_window is not None
+            and job is not None
+            and time.time() - job.created_at > self.token_window
+        ):
+            del self._tokens[str(token)]
+            return None
         self.ledger.record(
             self.system,
             call.operation,

@@ -105,6 +105,8 @@ class DatabricksRun(HttpJob):
     repairs: list[dict[str, Any]] = field(default_factory=list)
     #: Overrides the default ``runs/get-output`` answer when set.
     output: dict[str, Any] | None = None
+    #: Deleted with `DatabricksEmulator.delete` (its token then answers an error, unlike an expired run).
+    deleted: bool = False
 
     @property
     def run_id(self) -> int:
@@ -242,10 +244,26 @@ class DatabricksEmulator(HttpEmulator):
             )
         return token
 
+    def delete(self, run_ids: Any) -> None:
+        """Delete runs (``runs/delete``): every later call about them answers 404, and a resubmission with
+        a deleted run's idempotency token answers an error, as the Jobs API documents ("If a run with the
+        provided token is deleted, an error is returned"; the error's code is not documented)."""
+        with self._lock:
+            for run in self._targets(run_ids):
+                run.expired = True
+                run.deleted = True
+
     def _create_run(
         self, operation: str, payload: dict[str, Any], job: DatabricksJob | None
     ) -> dict[str, Any]:
         token = self._check_token(payload)
+        known = self.jobs.get(self._tokens[token]) if token is not None and token in self._tokens else None
+        if known is not None and getattr(known, "deleted", False):
+            raise _error(
+                400,
+                "INVALID_PARAMETER_VALUE",
+                f"Run {known.id} with idempotency token {token!r} was deleted.",
+            )
         existing = self.replay(token, operation, payload)
         if existing is not None:
             return {"run_id": existing.id, "number_in_job": existing.number_in_job}
