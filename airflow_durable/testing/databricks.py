@@ -334,8 +334,7 @@ class DatabricksEmulator(HttpEmulator):
             "state": state_json,
             "tasks": tasks,
         }
-        if run.token is not None:
-            body["idempotency_token"] = run.token
+        # No idempotency_token: a Run (runs/get) does not report the token it was submitted with.
         if include_history:
             history = [{"type": "ORIGINAL", "id": run.id, "start_time": run.start_time}]
             history += [{"type": "REPAIR", "id": r["id"], "start_time": r["start_time"]} for r in run.repairs]
