@@ -48,7 +48,8 @@ def render() -> str:
         "checks, in its request path, every request it receives and every answer it sends against a "
         "contract the service's owner publishes (`airflow_durable.testing.contracts`). The test suite "
         "runs them in strict mode (`AIRFLOW_DURABLE_EMULATOR_CONTRACTS=strict`, set in "
-        "`tests/conftest.py`): a violation fails the test, and an operation an emulator serves without being declared here is a violation too.",
+        "`tests/conftest.py`): a violation fails the test, and an operation an emulator serves "
+        "without being declared here is a violation too.",
         "",
         "Callers: *provider hook* and *provider trigger* are the unmodified provider code; *durable "
         "operator* is a call our operators add (decision reads, lookups by token, cancels). The documented "
