@@ -142,7 +142,6 @@ class RedshiftDataEmulator(AwsEmulator):
             "CreatedAt": job.extra.get("created_at", job.created_at),
             "UpdatedAt": time.time(),
             "Duration": 0 if state in ACTIVE_STATES else 1_000_000,
-            "RedshiftPid": 1073,
             "RedshiftQueryId": 0 if state == "SUBMITTED" else 4711,
         }
         subs = [
@@ -171,6 +170,8 @@ class RedshiftDataEmulator(AwsEmulator):
             "HasResultSet": state == "FINISHED" and not job.extra.get("batch"),
             "ResultRows": 1 if state == "FINISHED" else -1,
             "ResultSize": 16 if state == "FINISHED" else -1,
+            # Only the statement has a process id; a sub-statement has none (SubStatementData).
+            "RedshiftPid": 1073,
         }
         for key in ("ClusterIdentifier", "WorkgroupName", "Database", "DbUser", "SecretArn"):
             if job.payload.get(key) is not None:
