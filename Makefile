@@ -109,13 +109,13 @@ test-matrix: $(addprefix test-,$(MATRIX))
 envs: $(addprefix env-,$(MAIN) $(MATRIX))
 
 # The demo in the main env, e.g. make demo DEMO_ARGS=--keep. For scripts, once the env exists:
-# .venv/bin/airflow-durable demo --json (stdout is then the JSON document only).
+# .venv/bin/airflow-durable demo --format json (stdout is then the JSON document only).
 DEMO_ARGS ?=
 demo: $(call venv_of,$(MAIN))/.synced
 	@echo ">> airflow-durable demo $(DEMO_ARGS) (in $(call venv_of,$(MAIN)))" >&2
 	@$(call venv_of,$(MAIN))/bin/airflow-durable demo $(DEMO_ARGS)
 
-# --- runtime tier and reliability report (docs/testing.md#the-runtime-tier) ------------------
+# --- runtime tier and reliability report (docs/dev/runtime-tier.md) ------------------
 RUNTIME_GROUP ?=
 # Unset: one of two phase sets, picked by the commit hash (both do not fit CI's budget); the
 # Celery-worker kill phase runs only in `make reliability` (or RUNTIME_PHASES=celerykill).
