@@ -240,7 +240,9 @@ def test_the_fixture_list_is_the_plugin():
     fixtures = {
         node.name
         for node in plugin.body
-        if isinstance(node, ast.FunctionDef) and any("fixture" in ast.unparse(d) for d in node.decorator_list)
+        if isinstance(node, ast.FunctionDef)
+        and any("fixture" in ast.unparse(d) for d in node.decorator_list)
+        and not node.name.startswith("_")  # private, autouse: not for users to request
     }
     listed = set(_table_names(ROOT / "docs" / "testing.md", "| fixture |"))
     assert listed == fixtures, (

@@ -106,6 +106,7 @@ class Violation:
 _lock = threading.Lock()
 _violations: list[Violation] = []
 _expecting = 0
+_answering = 0
 #: ``(system, operation) -> what it was validated against`` for every call served since the process began.
 _seen: dict[tuple[str, str], str] = {}
 
@@ -123,18 +124,25 @@ def seen_operations() -> dict[tuple[str, str], str]:
 
 
 @contextlib.contextmanager
-def expect_violations() -> Iterator[list[Violation]]:
-    """Mark the violations recorded inside the block as deliberate (a negative test); yields them."""
-    global _expecting
+def expect_violations(answer: bool = False) -> Iterator[list[Violation]]:
+    """Mark the violations recorded inside the block as deliberate (a negative test); yields them.
+
+    ``answer``: let a deliberately broken answer through even in strict mode (a test that scripts what
+    the contract does not allow, e.g. a status outside the documented enum, to see how the operator
+    copes), instead of the 500 that names it.
+    """
+    global _expecting, _answering
     with _lock:
         start = len(_violations)
         _expecting += 1
+        _answering += 1 if answer else 0
     found: list[Violation] = []
     try:
         yield found
     finally:
         with _lock:
             _expecting -= 1
+            _answering -= 1 if answer else 0
             found.extend(_violations[start:])
 
 
@@ -253,7 +261,7 @@ class ContractGuard:
         if not problems:
             return response
         violation = self._violation(operation, "response", problems)
-        if mode() == "strict":
+        if mode() == "strict" and not (violation.expected and _answering):
             return self.reject(500, f"emulator answer breaks the service's contract: {violation}")
         return response
 
