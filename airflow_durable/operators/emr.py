@@ -500,8 +500,17 @@ class DurableEmrContainerOperator(DurableJobEngine, provider.EmrContainerOperato
         waits = self.durable_waits()
         if not (waits or self.client_request_token):
             return None
-        described = self.hook.conn.describe_job_run(virtualClusterId=self.virtual_cluster_id, id=external_id)
-        run = described["jobRun"]
+        try:
+            run = self.hook.conn.describe_job_run(virtualClusterId=self.virtual_cluster_id, id=external_id)[
+                "jobRun"
+            ]
+        except ClientError as err:
+            if error_code(err) == "ResourceNotFoundException":
+                raise
+            # What the hook's check_query_status makes of it: no state yet (the poll goes on), and here no
+            # creation time either.
+            self.log.error("AWS request failed, check logs for more info: %s", err)
+            run = {}
         if waits:
             _answer_next_status(self.hook, external_id, run.get("state"))
         created = run.get("createdAt")
