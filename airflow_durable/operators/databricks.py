@@ -72,6 +72,13 @@ class _DatabricksRunAdapter(DurableJobEngine):
         payload = self._payload(context)
         if token is not None:
             payload.setdefault("idempotency_token", token.text)
+        # A token of the user's own (idempotency_token= or json) is sent again by every DAG run.
+        self.__dict__["_durable_users_token"] = token is not None and payload.get(
+            "idempotency_token"
+        ) not in (
+            None,
+            token.text,
+        )
         # Set run_id the moment the run exists, as the provider does, so on_kill can cancel it.
         self.run_id = self._start_run(payload)
         return self.run_id
@@ -92,9 +99,12 @@ class _DatabricksRunAdapter(DurableJobEngine):
         return f"{life_cycle}:{result}"
 
     def durable_created_at(self, external_id: int, context: Context) -> dt.datetime | None:
-        # runs/submit and run-now answer with the run id alone. The provider reads the run right after, for
-        # its page URL (on both paths): that read happens here and answers it (see _known_run), so the
-        # check costs no call. A resent idempotency_token returns the run it started, with its start_time.
+        # runs/submit and run-now answer with the run id alone: reading start_time puts a runs/get between
+        # the submit and the run id being stored, worth it only for a token of the user's own (ours is
+        # unique to the task instance, DAG run and generation). That read is the one the provider makes
+        # next, for its page URL, which it then answers (see _known_run): no extra call.
+        if not self.__dict__.get("_durable_users_token"):
+            return None
         run_info = self._hook.get_run(external_id)
         self.__dict__["_durable_run_info"] = (external_id, run_info, ("get_run_page_url",))
         started = run_info.get("start_time")

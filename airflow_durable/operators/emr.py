@@ -494,12 +494,14 @@ class DurableEmrContainerOperator(DurableJobEngine, provider.EmrContainerOperato
         return runs
 
     def durable_created_at(self, external_id: str, context: Context) -> dt.datetime | None:
-        # StartJobRun answers no creation time. Where the wait follows (it begins with the hook's
-        # check_query_status), that DescribeJobRun happens here and answers it, so the check costs no call;
-        # otherwise only a clientToken of the user's own, which every DAG run may send again, is checked.
-        waits = self.durable_waits()
-        if not (waits or self.client_request_token):
+        # StartJobRun answers no creation time: reading it puts a DescribeJobRun between the submit and the
+        # id being stored, worth it only for a clientToken of the user's own, which every DAG run may send
+        # again (ours is unique to the task instance, DAG run and generation). Where the wait follows, that
+        # read is the one it begins with (the hook's check_query_status), which it then answers: no extra
+        # call.
+        if not self.client_request_token:
             return None
+        waits = self.durable_waits()
         try:
             run = self.hook.conn.describe_job_run(virtualClusterId=self.virtual_cluster_id, id=external_id)[
                 "jobRun"

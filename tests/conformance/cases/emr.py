@@ -147,7 +147,9 @@ CASES: list[SystemCase] = [
         notimpl={
             "older_job_refused": "StartJobRun answers no creation time and the operator reads none before it "
             "waits: a check would cost a GetJobRun on every happy path for a token that is airflow-durable's "
-            "own, so only a clientToken you set yourself is checked"
+            "own, so only a clientToken you set yourself is checked",
+            "free_check_of_users_token": "StartJobRun answers no creation time and nothing reads the job "
+            "run before the wait: checking a clientToken you set yourself costs one GetJobRun",
         },
     ),
     SystemCase(
@@ -178,8 +180,10 @@ CASES: list[SystemCase] = [
         wrong_type_id=7,
         user_token={"client_request_token": "nightly-etl"},
         notimpl={
-            "older_job_refused": "a retry after a crash inside the submit call looks its job up by name and "
-            f"token before submitting again: {LOOKUP_ADOPTS_OLDER_JOBS}"
+            "older_job_refused": "StartJobRun answers no creation time, and reading it would put a "
+            "DescribeJobRun between the submit and the id being stored, so only a clientToken you set "
+            "yourself is checked; and a retry after a crash inside the submit call looks its job up by name "
+            f"and token before submitting again: {LOOKUP_ADOPTS_OLDER_JOBS}"
         },
     ),
 ]
