@@ -27,6 +27,8 @@ class IdempotentSqlApiHook(SnowflakeSqlApiHook):
     """
 
     durable_request_id: str | None = None
+    #: The body of the last submission's answer (the hook keeps only its statement handles).
+    durable_submission_answer: Any = None
 
     def _make_api_call_with_retries(
         self,
@@ -36,13 +38,13 @@ class IdempotentSqlApiHook(SnowflakeSqlApiHook):
         params: dict[str, Any] | None = None,
         json: dict[str, Any] | None = None,
     ) -> Any:
-        if (
-            self.durable_request_id is not None
-            and method.upper() == "POST"
-            and url.endswith(_STATEMENTS_PATH)
-        ):
+        submission = method.upper() == "POST" and url.endswith(_STATEMENTS_PATH)
+        if self.durable_request_id is not None and submission:
             params = {**(params or {}), "requestId": self.durable_request_id, "retry": True}
-        return super()._make_api_call_with_retries(method, url, headers, params, json)
+        answer = super()._make_api_call_with_retries(method, url, headers, params, json)
+        if submission:
+            self.durable_submission_answer = answer[1] if isinstance(answer, tuple) else None
+        return answer
 
 
 def sql_api_hook(operator: Any, hook_class: Any = SnowflakeSqlApiHook) -> IdempotentSqlApiHook:

@@ -251,6 +251,12 @@ class HttpEmulator(ScriptedEmulator):
                 if job.token is not None and self._tokens.get(job.token) == job.id:
                     del self._tokens[job.token]
 
+    def backdate(self, job_ids: Any, seconds: float) -> None:
+        """Report a job as created ``seconds`` earlier than it was, as a job another run started long ago."""
+        with self._lock:
+            for job in self._targets(job_ids):
+                job.created_at -= seconds
+
     # ------------------------------------------------------------------ for the handlers
     def next_lifecycle(self, states: Sequence[str] | None = None) -> Lifecycle:
         """The script of a new job: ``states``, else the next queued one, else ``lifecycle``."""

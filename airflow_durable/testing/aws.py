@@ -422,6 +422,13 @@ class AwsEmulator(ScriptedEmulator):
                 del self._tokens[job.token]
             self.forget(job)
 
+    def backdate(self, job_id: str, seconds: float) -> None:
+        """Report a job as created ``seconds`` earlier than it was, as a job another run started long ago."""
+        job = self.job(job_id)
+        with self._lock:
+            job.created_at -= seconds
+            self.shift_created(job, dt.timedelta(seconds=seconds))
+
     # ------------------------------------------------------------------ hooks for subclasses
     def configure_moto(self) -> None:
         """Prepare moto after its reset (e.g. choose a Docker-less backend, create fixtures)."""
@@ -455,6 +462,9 @@ class AwsEmulator(ScriptedEmulator):
 
     def forget(self, job: AwsJob) -> None:
         """Make the service forget ``job`` (e.g. delete it from moto's backend)."""
+
+    def shift_created(self, job: AwsJob, by: dt.timedelta) -> None:
+        """Move the creation time the service reports for ``job`` back by ``by`` (see `backdate`)."""
 
     def rewrite_status(self, call: AwsCall, response: Response) -> Response:
         """Adjust a status read's answer (e.g. a state moto cannot hold); the default changes nothing."""

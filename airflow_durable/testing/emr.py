@@ -25,6 +25,7 @@ This module imports nothing from Airflow.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from typing import Any, ClassVar
@@ -178,6 +179,12 @@ class EmrEmulator(AwsEmulator):
             if step is not None:
                 step.state = state
 
+    def shift_created(self, job: AwsJob, by: dt.timedelta) -> None:
+        for step_id in self.step_ids(job.job_id):
+            step = self._find_step(step_id)
+            if step is not None:
+                step.creation_date_time -= by
+
     def forget(self, job: AwsJob) -> None:
         gone = set(self.step_ids(job.job_id))
         cluster = self._cluster()
@@ -251,6 +258,19 @@ class EmrServerlessEmulator(AwsEmulator):
         run = self._job_run(job)
         if run is not None:
             run.state = state
+
+    def on_created(self, job: AwsJob, call: AwsCall) -> None:
+        # moto truncates createdAt to the day; EMR Serverless reports the moment of creation.
+        from moto.core.utils import utcnow
+
+        run = self._job_run(job)
+        if run is not None:
+            run.created_at = self.strictly_later(utcnow())
+
+    def shift_created(self, job: AwsJob, by: dt.timedelta) -> None:
+        run = self._job_run(job)
+        if run is not None:
+            run.created_at -= by
 
     def forget(self, job: AwsJob) -> None:
         from moto.emrserverless.models import emrserverless_backends
@@ -336,6 +356,11 @@ class EmrContainersEmulator(AwsEmulator):
         run = self._backend().job_runs.get(job.job_id)
         if run is not None:
             run.state = state
+
+    def shift_created(self, job: AwsJob, by: dt.timedelta) -> None:
+        run = self._backend().job_runs.get(job.job_id)
+        if run is not None:
+            run.created_at -= by
 
     def forget(self, job: AwsJob) -> None:
         self._backend().job_runs.pop(job.job_id, None)

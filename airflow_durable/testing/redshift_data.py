@@ -18,6 +18,8 @@ as AWS does: a second submission with the same token returns the statement it al
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -88,6 +90,16 @@ class RedshiftDataEmulator(AwsEmulator):
 
     def on_created(self, job: AwsJob, call: AwsCall) -> None:
         job.extra.update(call.extra)
+
+    def shift_created(self, job: AwsJob, by: dt.timedelta) -> None:
+        seconds = by.total_seconds()
+        job.extra["created_at"] = job.extra.get("created_at", job.created_at) - seconds
+        # A ClientToken replay answers with the submission's own answer: its CreatedAt moves too.
+        for token, (job_id, raw, headers) in list(self._tokens.items()):
+            if job_id == job.job_id:
+                answer = json.loads(raw)
+                answer["CreatedAt"] = job.extra["created_at"]
+                self._tokens[token] = (job_id, json.dumps(answer).encode(), headers)
 
     # ------------------------------------------------------------------ endpoints
     def _statement(self, statement_id: str) -> AwsJob:

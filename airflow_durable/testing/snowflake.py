@@ -334,6 +334,7 @@ class SnowflakeEmulator(HttpEmulator):
             "code": "333334",
             "message": _IN_PROGRESS,
             "statementHandle": handle,
+            "createdOn": min(s.created_on for s in req.statements),
             "statementStatusUrl": _status_url(handle),
         }
         if req.parent_handle is not None:

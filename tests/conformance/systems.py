@@ -37,6 +37,9 @@ class SystemCase:
     external_id_key: str
     #: Cells this operator cannot meet: ``{cell: reason}``; the suite asserts the documented gap instead.
     notimpl: dict[str, str] = field(default_factory=dict)
+    #: Operator arguments that make the idempotency token the user's own (``None``: the provider operator
+    #: takes none), e.g. a fixed Databricks ``idempotency_token`` that every DAG run sends again.
+    user_token: dict[str, Any] | None = None
     #: Why the installed *provider* operator itself cannot run here (then every cell is skipped, saying so).
     upstream_broken: Callable[[], str | None] = lambda: None
     # Optional vocabulary of systems that are not shaped like Databricks (the defaults are Databricks').

@@ -67,6 +67,13 @@ _DATABRICKS_COMMON: dict[str, Any] = dict(
     status_errors_to_give_up=2,  # databricks_retry_limit=2: two failed attempts and the hook gives up
     xcoms_sync=frozenset({"run_id", "run_page_url"}),
     xcoms_deferrable=frozenset({"run_id", "run_page_url", "job_id"}),
+    user_token={"idempotency_token": "nightly-etl"},
+    notimpl={
+        "older_job_refused": "runs/submit and run-now answer with the run id alone: reading the run's "
+        "start_time would put a runs/get between the submit and the run id being stored, for every task, "
+        "for a token unique to the task instance, DAG run and generation; an idempotency_token you set "
+        "yourself is checked"
+    },
 )
 
 CASES: list[SystemCase] = [
