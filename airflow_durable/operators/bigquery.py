@@ -121,6 +121,11 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
 
     def durable_created_at(self, external_id: str, context: Context) -> dt.datetime | None:
         # The job the submit answered with (jobs.insert, or jobs.get after its 409): statistics.creationTime.
+        # Only for an id that is not derived from our token (force_rerun=False: the provider's id, the same
+        # for every DAG run with this configuration, or your own job_id): ours is unique to the run
+        # incarnation, clear and generation, so the job it returns is this logical job's, however old.
+        if self.force_rerun:
+            return None
         job = getattr(self, "_job", None)
         if job is None or job.job_id != external_id:
             return None

@@ -19,9 +19,6 @@ How Redshift Data submits, reports, classifies, defers and returns — the durab
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError
@@ -42,27 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["DurableRedshiftDataOperator"]
 
 _NOT_FOUND_CODES = frozenset({"ResourceNotFoundException", "ValidationException"})
-_SUBMIT_OPERATIONS = ("ExecuteStatement", "BatchExecuteStatement")
-
-
-@contextlib.contextmanager
-def _submission_answers(client: Any) -> Iterator[list[Any]]:
-    """While active, what every submit call on ``client`` answered (parsed), through botocore's own
-    ``after-call`` event: the hook returns only the statement id."""
-    answers: list[Any] = []
-    service = client.meta.service_model.service_id.hyphenize()
-
-    def keep(parsed: Any = None, **_: Any) -> None:
-        answers.append(parsed)
-
-    events = [f"after-call.{service}.{operation}" for operation in _SUBMIT_OPERATIONS]
-    for event in events:
-        client.meta.events.register(event, keep, unique_id=f"airflow-durable-answer-{event}")
-    try:
-        yield answers
-    finally:
-        for event in events:
-            client.meta.events.unregister(event, unique_id=f"airflow-durable-answer-{event}")
 
 
 class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperator):
@@ -84,19 +60,7 @@ class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperato
 
     def durable_submit(self, context: Context, token: DurableToken | None) -> str:
         # Sets statement_id (what on_kill cancels) and pushes session_id, as the provider does.
-        with _submission_answers(self.hook.conn) as answers:
-            statement_id = compat.submit_statement(self, context, token.text if token is not None else None)
-        # The hook keeps only the id of what ExecuteStatement answered; its CreatedAt is kept here.
-        self.__dict__["_durable_created"] = {
-            str(answer.get("Id")): answer.get("CreatedAt") for answer in answers if isinstance(answer, dict)
-        }
-        return statement_id
-
-    def durable_created_at(self, external_id: str, context: Context) -> dt.datetime | None:
-        # CreatedAt of the (Batch)ExecuteStatement answer: a resent ClientToken is answered with the
-        # statement that token created, and its creation time.
-        created = self.__dict__.get("_durable_created", {}).get(external_id)
-        return created if isinstance(created, dt.datetime) else None
+        return compat.submit_statement(self, context, token.text if token is not None else None)
 
     def durable_status(self, external_id: str, context: Context) -> str:
         try:

@@ -21,7 +21,6 @@ How the SQL API submits, reports, classifies, defers and returns — the durable
 
 from __future__ import annotations
 
-import datetime as dt
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -88,18 +87,6 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
             )
         self.log.info("List of query ids %s", self.query_ids)
         return list(self.query_ids)
-
-    def durable_created_at(self, external_id: list[str], context: Context) -> dt.datetime | None:
-        # createdOn (epoch ms) of the submission's answer: a resent requestId is answered with the
-        # statements that request started, and when.
-        answer = getattr(self._hook, "durable_submission_answer", None)
-        if not isinstance(answer, dict):
-            return None
-        handles = answer.get("statementHandles") or [answer.get("statementHandle")]
-        created = answer.get("createdOn")
-        if list(handles) != list(external_id) or not isinstance(created, int) or isinstance(created, bool):
-            return None
-        return dt.datetime.fromtimestamp(created / 1000, dt.UTC)
 
     # ------------------------------------------------------------------ status
     def durable_status(self, external_id: list[str], context: Context) -> str:

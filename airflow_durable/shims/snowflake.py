@@ -27,8 +27,6 @@ class IdempotentSqlApiHook(SnowflakeSqlApiHook):
     """
 
     durable_request_id: str | None = None
-    #: The body of the last submission's answer (the hook keeps only its statement handles).
-    durable_submission_answer: Any = None
 
     def _make_api_call_with_retries(
         self,
@@ -38,13 +36,13 @@ class IdempotentSqlApiHook(SnowflakeSqlApiHook):
         params: dict[str, Any] | None = None,
         json: dict[str, Any] | None = None,
     ) -> Any:
-        submission = method.upper() == "POST" and url.endswith(_STATEMENTS_PATH)
-        if self.durable_request_id is not None and submission:
+        if (
+            self.durable_request_id is not None
+            and method.upper() == "POST"
+            and url.endswith(_STATEMENTS_PATH)
+        ):
             params = {**(params or {}), "requestId": self.durable_request_id, "retry": True}
-        answer = super()._make_api_call_with_retries(method, url, headers, params, json)
-        if submission:
-            self.durable_submission_answer = answer[1] if isinstance(answer, tuple) else None
-        return answer
+        return super()._make_api_call_with_retries(method, url, headers, params, json)
 
 
 def sql_api_hook(operator: Any, hook_class: Any = SnowflakeSqlApiHook) -> IdempotentSqlApiHook:

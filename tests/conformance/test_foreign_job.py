@@ -1,13 +1,14 @@
-"""DESIGN.md §8, once, for every registered durable operator: "A submit answered with a job older than the
-intent is refused, never adopted."
+"""For every registered durable operator: a submission answered with a job older than the intent is refused
+when the token is the user's, never adopted.
 
 A submission carries an idempotency token; a system that deduplicates answers a token it has seen with the
-job that token started. When that job was created well before this task instance asked for one (its
-record's intent), it belongs to another logical job: a token the user fixed for every DAG run (Databricks
-``idempotency_token``, EMR ``client_request_token``, a BigQuery ``job_id`` with ``force_rerun=False``), or
-one of ours reused. The try fails with `DurableForeignJobError` naming the job; the record does not take its
-id and nothing cancels it (it is someone else's). A job created after the intent is adopted as before, also
-when the system's clock runs a little behind Airflow's.
+job that token started. A token the user fixed for every DAG run (Databricks ``idempotency_token``, EMR
+``client_request_token``, a BigQuery ``job_id`` with ``force_rerun=False``) can be answered with another
+DAG run's job: created well before this task instance asked for one (its record's intent), it belongs to
+another logical job. The try fails with `DurableForeignJobError` naming the job; the record does not take
+its id and nothing cancels it (it is someone else's). Our own token is unique to the DAG run's incarnation,
+its clears, the task instance and the generation: whatever it returns is this logical job's. A job created
+after the intent is adopted as before, also when the system's clock runs a little behind Airflow's.
 
 The emulators play the older job: `backdate` makes a job report a creation time long before the one it had.
 """
@@ -64,37 +65,26 @@ def user_token(case: SystemCase) -> dict[str, Any]:
     return case.user_token
 
 
-# --------------------------------------------------------------------------- refused
+# --------------------------------------------------------------------------- our token: this logical job's
 @pytest.mark.parametrize("deferrable", PATHS)
-def test_a_resent_token_answered_by_an_older_job_is_refused(case, emulator, deferrable):
-    """Try 1 submits and dies before storing the id; the system reports the job the token returns as created
-    two hours before try 1's intent, as it would a job another run started with the same token. The retry
-    resends the token, gets that job back and refuses it."""
+def test_a_job_our_token_returns_is_this_logical_jobs_however_old(case, emulator, deferrable):
+    """Try 1 submits and dies before storing the id; the job the token returns reports a creation time
+    two hours before the intent (as after a record deleted mid-epoch, whose next lifetime derives the same
+    token: same DAG run incarnation, no clear since). Our token is unique to the run's incarnation, its
+    clears, the task instance and the generation, so the job is this logical job's: adopted, not refused."""
     runner = runner_for(case, emulator, deferrable)
     runner.store.crash_when(record_state("submitted"), before=True)
     assert runner.run_try().state == "crashed"
     (job,) = job_ids(case, emulator)
     emulator.backdate(job, LONG_BEFORE)
-    intent = dict(runner.store.data[case.external_id_key])
     outcome = runner.run_try()
-    if gap := case.notimpl.get("older_job_refused"):
-        # The documented gap, verified: the retry takes the older job as its own.
-        assert outcome.state == "success", outcome.error
-        assert case.reported(outcome) == job and job_ids(case, emulator) == [job]
-        assert runner.store.data[case.external_id_key]["external_id"] == case.stored_id(job)
-        pytest.xfail(f"notimpl: {gap}")
-    assert isinstance(outcome.error, DurableForeignJobError), outcome.error
-    assert names_the_job(outcome.error, job)
-    assert runner.store.data[case.external_id_key] == intent  # the record does not take the job's id
-    assert job_ids(case, emulator) == [job]  # nothing else submitted
-    assert cancels(case, emulator) == [] and emulator.run(job).state != case.cancelled
-    # The next try is refused the same way: the job never becomes this task instance's.
-    again = runner.run_try()
-    assert isinstance(again.error, DurableForeignJobError), again.error
-    assert runner.store.data[case.external_id_key] == intent
+    assert outcome.state == "success", outcome.error
+    assert case.reported(outcome) == job and job_ids(case, emulator) == [job]
+    assert runner.store.data[case.external_id_key]["external_id"] == case.stored_id(job)
     assert cancels(case, emulator) == []
 
 
+# --------------------------------------------------------------------------- the user's token: refused
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_the_users_token_answered_by_another_runs_job_is_refused(case, emulator, deferrable):
     """The user fixed the idempotency token. Yesterday's DAG run started a job with it that still runs;

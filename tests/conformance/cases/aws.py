@@ -113,10 +113,5 @@ CASES.append(
         foreign_id="00000000-0000-4000-8000-000000000000",
         success_event=lambda job_id: {"status": "success", "job_id": job_id},
         window_closed_by="lookup",
-        notimpl={
-            "older_job_refused": "SubmitJob has no idempotency key: the engine adopts the job its token "
-            "lookup finds without comparing the job's createdAt with the intent (it checks only a "
-            "submission's answer), although the lookup reads it"
-        },
     )
 )

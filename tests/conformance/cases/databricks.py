@@ -68,12 +68,6 @@ _DATABRICKS_COMMON: dict[str, Any] = dict(
     xcoms_sync=frozenset({"run_id", "run_page_url"}),
     xcoms_deferrable=frozenset({"run_id", "run_page_url", "job_id"}),
     user_token={"idempotency_token": "nightly-etl"},
-    notimpl={
-        "older_job_refused": "runs/submit and run-now answer with the run id alone: reading the run's "
-        "start_time would put a runs/get between the submit and the run id being stored, for every task, "
-        "for a token unique to the task instance, DAG run and generation; an idempotency_token you set "
-        "yourself is checked"
-    },
 )
 
 CASES: list[SystemCase] = [

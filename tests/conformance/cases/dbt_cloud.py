@@ -57,11 +57,6 @@ CASES: list[SystemCase] = [
         result_for=lambda run_id: run_id,  # the provider operator returns the run id
         submit_operations=frozenset({"jobs/run", "jobs/rerun"}),
         window_closed_by="lookup",
-        notimpl={
-            "older_job_refused": "the v2 API has no idempotency key: the engine adopts the run its token "
-            "lookup finds without comparing the run's created_at with the intent (it checks only a "
-            "submission's answer), although the lookup reads it"
-        },
         # The provider trigger turns a status error into an "error" event; execute_complete raises.
         trigger_error_text="has failed",
         success_event=lambda run_id: {

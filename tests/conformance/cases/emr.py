@@ -15,11 +15,6 @@ _NO_BOTOCORE_RETRIES = {"retries": {"total_max_attempts": 1}}
 _ROLE = "arn:aws:iam::123456789012:role/emr-job"
 # Enough polls for the longest scripted life cycle (the triggerer-killed cell: 30 active reads).
 _MAX_POLLS = 40
-#: Why a system whose retry finds its job by a lookup cannot refuse an older job carrying the token.
-LOOKUP_ADOPTS_OLDER_JOBS = (
-    "the engine adopts the job its token lookup finds without comparing the job's creation time with the "
-    "intent (it checks only a submission's answer), although the lookup reads it"
-)
 
 
 def _emr_add_steps(emulator: Any, deferrable: bool, **overrides: Any) -> Any:
@@ -112,7 +107,6 @@ CASES: list[SystemCase] = [
         result_for=lambda external_id: external_id.split(","),
         stored_id=lambda external_id: external_id.split(","),
         success_event=_steps_event,
-        notimpl={"older_job_refused": f"AddJobFlowSteps has no idempotency key: {LOOKUP_ADOPTS_OLDER_JOBS}"},
         foreign_event=lambda real: ({**real, "value": ["s-FOREIGNSTEP01"]}, "s-FOREIGNSTEP01"),
         trigger_error_text="Error while running steps",
     ),
@@ -147,9 +141,6 @@ CASES: list[SystemCase] = [
         wrong_type_id=7,
         user_token={"client_request_token": "nightly-etl"},
         notimpl={
-            "older_job_refused": "StartJobRun answers no creation time and the operator reads none before it "
-            "waits: a check would cost a GetJobRun on every happy path for a token that is airflow-durable's "
-            "own, so only a clientToken you set yourself is checked",
             "free_check_of_users_token": "StartJobRun answers no creation time and nothing reads the job "
             "run before the wait: checking a clientToken you set yourself costs one GetJobRun",
         },
@@ -182,11 +173,5 @@ CASES: list[SystemCase] = [
         trigger_error_text="Error while running job",
         wrong_type_id=7,
         user_token={"client_request_token": "nightly-etl"},
-        notimpl={
-            "older_job_refused": "StartJobRun answers no creation time, and reading it would put a "
-            "DescribeJobRun between the submit and the id being stored, so only a clientToken you set "
-            "yourself is checked; and a retry after a crash inside the submit call looks its job up by name "
-            f"and token before submitting again: {LOOKUP_ADOPTS_OLDER_JOBS}"
-        },
     ),
 ]
