@@ -5,7 +5,9 @@ Typer and rich are CLI-only dependencies: nothing a worker imports reaches this 
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -471,6 +473,37 @@ def _audit(job_cache: JobCache | None, outcomes: Sequence[CancelOutcome]) -> Non
             f.write(json.dumps(entry, default=str) + "\n")
 
 
+def _without_library_chatter(command_fn: Any) -> Any:
+    """Run a command with library logging kept off stdout and below WARNING dropped.
+
+    httpx logs every request and the hooks every connection lookup at INFO, and Airflow 2's logging
+    writes to stdout: both would land in ``--format json`` and ``--quiet`` output. While the command
+    runs, records below WARNING are dropped and a root handler writing to stdout writes to stderr
+    instead; both come back when it returns.
+    """
+
+    @functools.wraps(command_fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        root = logging.getLogger()
+        handlers, threshold = root.handlers[:], logging.root.manager.disable
+        root.handlers = [_on_stderr(h) if getattr(h, "stream", None) is sys.stdout else h for h in handlers]
+        logging.disable(max(threshold, logging.INFO))
+        try:
+            return command_fn(*args, **kwargs)
+        finally:
+            logging.disable(threshold)
+            root.handlers = handlers
+
+    return run
+
+
+def _on_stderr(handler: logging.Handler) -> logging.Handler:
+    twin = logging.StreamHandler(sys.stderr)
+    twin.setLevel(handler.level)
+    twin.setFormatter(handler.formatter)
+    return twin
+
+
 def register(app: typer.Typer) -> None:
     """Add ``jobs`` and ``orphans`` to the ``airflow-durable`` app."""
     command(
@@ -478,10 +511,10 @@ def register(app: typer.Typer) -> None:
         "jobs",
         "List the durable jobs of a deployment, through Airflow's REST API.",
         exit_codes_epilog(JOBS_EXIT_CODES),
-    )(jobs)
+    )(_without_library_chatter(jobs))
     command(
         app,
         "orphans",
         "Find running jobs that no task waits for; exit 1 if any (for monitoring).",
         exit_codes_epilog(ORPHANS_EXIT_CODES),
-    )(orphans)
+    )(_without_library_chatter(orphans))
