@@ -195,15 +195,16 @@ clean:
 	rm -rf .venv .venv-* .airflow-home-* .pytest_cache
 
 # --- benchmarks -------------------------------------------------------------------------------
-# Durable vs upstream operators side by side (docs/benchmarks.md, docs/benchmarks.json, charts in
-# docs/img/benchmarks/). Exits non-zero only when a section cannot run. BENCH_ARGS=--samples 3 etc.
-# The reconnect storm runs on a real deployment per side (~3-4 min a side at --storm 100 on 2 cores);
-# BENCH_ARGS="--storm-mode in-process" for the seconds-long in-process harness, --storm 0 for none.
+# Durable vs upstream operators side by side, every section in one run: the published report
+# (docs/benchmarks.md, docs/benchmarks.json, charts in docs/img/benchmarks/). Exits non-zero only when
+# a section cannot run. Settings: docs/dev/benchmarks.md. A partial run (BENCH_ARGS=--sections ...,
+# --cases ..., --storm 0) writes build/bench/ instead: only a full run is published.
 BENCH_ARGS ?=
 .PHONY: bench bench-quick
 bench: $(call venv_of,$(MAIN))/.synced
 	nice -n 10 $(call venv_of,$(MAIN))/bin/python -m bench $(BENCH_ARGS)
 
-# A minute-long subset (one operator, no dag.test(), no real triggerer); same outputs.
+# A minute-long subset (one operator, no dag.test(), no real triggerer), written to build/bench-quick/
+# (gitignored): it never touches the published report.
 bench-quick: $(call venv_of,$(MAIN))/.synced
-	nice -n 10 $(call venv_of,$(MAIN))/bin/python -m bench --quick $(BENCH_ARGS)
+	nice -n 10 $(call venv_of,$(MAIN))/bin/python -m bench --quick --out build/bench-quick $(BENCH_ARGS)
