@@ -14,7 +14,8 @@
 #                      group of systems (RUNTIME_GROUP: unset = picked by the commit hash, all, i/n,
 #                      or a comma list) and one set of phases (RUNTIME_PHASES: likewise, or all);
 #                      needs the Debian packages postgresql and redis-server
-#   make reliability   the whole matrix, then rewrite docs/reliability.json and docs/reliability.md
+#   make reliability   the whole matrix in one run (~40 min on 2 cores), then rewrite docs/reliability.json
+#                      and docs/reliability.md from it
 #   make clean         remove every env, the uv bootstrap and the per-env AIRFLOW_HOMEs
 #
 # Needs only python3.11 with pip: uv is bootstrapped with pip into .venv-tools/.
@@ -131,15 +132,18 @@ runtime-tier: $(call venv_of,$(MAIN))/.synced
 		$(call venv_of,$(MAIN))/bin/python -m pytest $(RUNTIME_PYTEST_ARGS) $(RUNTIME_SELECT) \
 		tests/e2e_runtime/test_reliability_matrix.py
 
-# Every cell on this machine (hours on a loaded 2-core machine; see docs/reliability.md); the results
-# are merged into docs/reliability.json.
+# Every cell of the matrix in one run on this machine (about 40 min on 2 cores; see
+# docs/dev/runtime-tier.md), written to build/reliability/results.json; only a complete run at one
+# commit with no uncommitted changes then becomes docs/reliability.json and docs/reliability.md.
+RELIABILITY_RESULTS := build/reliability/results.json
 reliability: $(call venv_of,$(MAIN))/.synced
-	@mkdir -p .airflow-home-$(MAIN)
-	AFD_RT_GROUP=all AFD_RT_PHASES=all AFD_RT_RESULTS="$(CURDIR)/docs/reliability.json" \
+	@mkdir -p .airflow-home-$(MAIN) $(dir $(RELIABILITY_RESULTS))
+	rm -f $(RELIABILITY_RESULTS)
+	AFD_RT_GROUP=all AFD_RT_PHASES=all AFD_RT_RESULTS="$(CURDIR)/$(RELIABILITY_RESULTS)" \
 		AIRFLOW_HOME="$(CURDIR)/.airflow-home-$(MAIN)" AIRFLOW__CORE__LOAD_EXAMPLES=False \
 		$(call venv_of,$(MAIN))/bin/python -m pytest $(RUNTIME_PYTEST_ARGS) tests/e2e_runtime/test_reliability_matrix.py \
 		|| echo "make: some cells failed; the results are recorded anyway" >&2
-	$(call venv_of,$(MAIN))/bin/python -m tests.e2e_runtime.reliability_report
+	$(call venv_of,$(MAIN))/bin/python -m tests.e2e_runtime.reliability_report --publish $(RELIABILITY_RESULTS)
 
 # --- docs ---------------------------------------------------------------------------------
 # mkdocs-material, mkdocstrings are in the main env's lock. Offline: no fonts, no inventories.

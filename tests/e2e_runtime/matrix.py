@@ -253,6 +253,9 @@ PHASES: dict[str, tuple[str, ...]] = {
     # The task-state store failing or slow at each step, through the loopback proxy.
     "store": STORE_FAULTS,
 }
+#: The phases whose fault strikes one cell only (its task, a user's action on it, its own store calls):
+#: their cells run side by side in one batch. The others strike the whole deployment and run alone.
+PER_CELL_PHASES: tuple[str, ...] = ("pertask", "user", "store")
 #: Which phases a run covers (see :func:`selected_phases`).
 PHASES_ENV = "AFD_RT_PHASES"
 #: The phase sets a CI push alternates between (the commit hash picks one, as it picks the systems):

@@ -77,6 +77,10 @@ SETTINGS = {
     # A burst of task starts on a loaded 2-core machine: the execution API can take longer than its
     # 5 s default, and the start's ReadTimeout then fails try 1 before it ran (seen in the first runs).
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+    # The DAG file never changes during a run: parsed once at the start (and for any callback), not every
+    # 5 s. Each parse of the whole matrix imports all nine systems' providers: a fifth of a core, measured.
+    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
+    "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3600",
 }
 
 
@@ -619,6 +623,14 @@ def write_results(path: Path, key: str, config: dict[str, Any], results: list[Ce
     entry["environment"] = config
     for result in results:
         entry["cells"][result.dag_id] = {**asdict(result), "durable_ok": result.durable_ok}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def write_run(path: Path, run: dict[str, Any]) -> None:
+    """Record in the results file at ``path`` the run its cells come from (commit, time, load)."""
+    data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"configurations": {}}
+    data["run"] = run
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
