@@ -491,8 +491,10 @@ class Tier:
                 if self.dep.dag_run_state(run.cell.dag_id, run.run_id) not in ("success", "failed"):
                     return None
                 run.ended_at = time.monotonic()
-            if time.monotonic() - run.ended_at >= CANCEL_GRACE:
-                run.untracked = sum(1 for j in state["jobs"] if j["running"])
+            running = sum(1 for j in state["jobs"] if j["running"])
+            # Nothing left running: the cancel landed (a job that ended stays ended), no need to wait on.
+            if not running or time.monotonic() - run.ended_at >= CANCEL_GRACE:
+                run.untracked = running
                 run.emulator.call("finish", dag_id=run.cell.dag_id)
                 self._collect(run)
         elif run.stage == "drain":  # let each job a try waits on end; count any other still running
