@@ -49,6 +49,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--triggerer-sizes", default="1,100,1000", help="deferred tasks on one real triggerer")
     p.add_argument("--storm", type=int, default=100, help="tasks in the reconnect storm (0: no storm)")
     p.add_argument(
+        "--storm-runs",
+        type=int,
+        default=2,
+        help="real storm runs per side, alternating which side goes first (default 2: A B, B A)",
+    )
+    p.add_argument(
         "--storm-mode",
         choices=("real", "in-process"),
         default=None,
@@ -156,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "triggerer_sizes": args.triggerer_sizes,
         "storm": args.storm,
         "storm_mode": args.storm_mode or ("in-process" if quick else "real"),
+        "storm_runs": args.storm_runs,
         "command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
         "full_run": is_full_run(args),
     }
