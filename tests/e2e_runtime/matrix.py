@@ -14,6 +14,7 @@ import hashlib
 import os
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 from airflow_durable import catalogue
 
@@ -215,6 +216,15 @@ def cells(faults: tuple[str, ...] | None = None, systems: tuple[str, ...] | None
                 for side in SIDES:
                     out.append(Cell(system, fault, side, path))
     return out
+
+
+def unexplained_jobs(result: dict[str, Any]) -> int:
+    """Jobs of a recorded cell that its fault does not explain: a state-store fault that never reached
+    the try (no store call of it was failed: the provider's deferrable path makes none) leaves nothing to
+    start a second job, so any job past the first is unexplained (not a duplicate the fault caused)."""
+    if result.get("fault") in STORE_FAULTS and not result.get("store_failed") and not result.get("error"):
+        return max(0, int(result.get("jobs", 0)) - 1)
+    return 0
 
 
 def pending(cell: Cell) -> str:

@@ -23,6 +23,7 @@ from tests.e2e_runtime.matrix import (
     UNMEASURED,
     parse_dag_id,
     pending,
+    unexplained_jobs,
 )
 from tests.e2e_runtime.matrix import cells as matrix_cells
 
@@ -63,6 +64,43 @@ FAULT_ORDER = list(FAULT_TITLES)
 def _jobs(cell: dict[str, Any]) -> int:
     """The jobs the cell's fault calls for (a clear: two logical jobs); more are duplicates."""
     return FAULTS[cell["fault"]].jobs if cell["fault"] in FAULTS else 1
+
+
+def _duplicates(cell: dict[str, Any]) -> int:
+    """Jobs the fault made the operator start twice (not those no fault explains: `unexplained_jobs`)."""
+    return 0 if unexplained_jobs(cell) else max(0, cell["jobs"] - _jobs(cell))
+
+
+def _unexplained_summary(cells: list[dict[str, Any]]) -> str:
+    if not cells:
+        return ""
+    jobs = sum(unexplained_jobs(c) for c in cells)
+    return (
+        f" {jobs} more job{'s' if jobs != 1 else ''} in {len(cells)} run{'s' if len(cells) != 1 else ''} "
+        f"that no fault explains (marked ‡) {'is' if jobs == 1 else 'are'} not counted."
+    )
+
+
+def _unexplained_note(cell: dict[str, Any]) -> str:
+    extra = unexplained_jobs(cell)
+    what = "a second job" if extra == 1 else f"{extra} jobs beyond the first"
+    text = (
+        f"‡ {SYSTEM_TITLES.get(cell['system'], cell['system'])}, {cell['side']}: {what} in a run whose store "
+        "fault never reached the try (no store call of it was failed): nothing the test did asked for "
+        f"{'it' if extra == 1 else 'them'}, so {'it is' if extra == 1 else 'they are'} not counted as a "
+        "duplicate above."
+    )
+    if cell.get("evidence"):
+        starts = ", ".join(f"+{s:.0f} s" for s in cell.get("job_starts", []))
+        tries = ", ".join(f"try {t} +{s:.0f} s" for t, s in cell.get("try_starts", []))
+        return (
+            text
+            + f" Jobs created at {starts} after the trigger ({tries}); logs kept in `{cell['evidence']}`."
+        )
+    return text + (
+        f" Measured at `{cell.get('commit') or '?'}` by a run that kept no logs; see "
+        "[the runtime tier notes](dev/runtime-tier.md#provider-duplicates-in-a-try-where-no-fault-fired)."
+    )
 
 
 def _promise(fault: str) -> str:
@@ -133,6 +171,8 @@ def _outcome(cell: dict[str, Any] | None) -> str:
         text += f", **{untracked} untracked**"
     if cell["fault"] in ("storeread", "storeintent", "storeid") and not cell.get("store_failed"):
         text += " (no store call of this try was hit)"
+    if unexplained_jobs(cell):
+        text += " ‡"
     return text
 
 
@@ -155,9 +195,10 @@ def render(data: dict[str, Any]) -> str:
         kept = sum(1 for c in durable if c.get("durable_ok"))
         measured = [c for c in durable if not c.get("error")]
         unmeasured = len(cells) - sum(1 for c in cells.values() if not c.get("error"))
-        up_dups = sum(max(0, c["jobs"] - _jobs(c)) for c in upstream if not c.get("error"))
+        up_dups = sum(_duplicates(c) for c in upstream if not c.get("error"))
         up_orphans = sum(c["untracked"] for c in upstream if not c.get("error"))
-        up_cells_dup = sum(1 for c in upstream if not c.get("error") and c["jobs"] > _jobs(c))
+        up_cells_dup = sum(1 for c in upstream if not c.get("error") and _duplicates(c))
+        unexplained = [c for c in cells.values() if unexplained_jobs(c)]
         lines += [
             f"## Apache Airflow {env['airflow']} on {env['database']} with the {env['executor']}, "
             f"{env['triggerers']} triggerers, {env.get('celery_workers', 0)} Celery workers",
@@ -173,7 +214,7 @@ def render(data: dict[str, Any]) -> str:
             f"under each table). The provider's operators started **{up_dups} duplicate job"
             f"{'s' if up_dups != 1 else ''}** in {up_cells_dup} of their "
             f"{sum(1 for c in upstream if not c.get('error'))} measured runs and left "
-            f"**{up_orphans}** running that no task tracked.",
+            f"**{up_orphans}** running that no task tracked." + _unexplained_summary(unexplained),
             "",
             *(
                 [
@@ -233,6 +274,11 @@ def render(data: dict[str, Any]) -> str:
                     f"| {_outcome(up)} | {_outcome(du)}{mark} | {tries} |"
                 )
             lines += [""] + [f"† {note}." for note in sorted(notes)] + ([""] if notes else [])
+            for system, path in rows:
+                for side in ("upstream", "durable"):
+                    cell = cells.get(f"rt_{system}_{fault}_{side}_{path}")
+                    if cell and unexplained_jobs(cell):
+                        lines += [_unexplained_note(cell), ""]
             if FAULTS[fault].limit:
                 lines += [f"Not covered: {FAULTS[fault].limit}.", ""]
         if len(_commits(cells)) > 1:

@@ -23,6 +23,7 @@ from tests.e2e_runtime.matrix import (
     pending,
     selected_phases,
     selected_systems,
+    unexplained_jobs,
 )
 
 
@@ -125,7 +126,11 @@ def _run_results(commit: str = "abc123def456", **run: object) -> dict:
                         "side": c.side,
                         "path": c.path,
                         "operator": c.operator,
-                        "jobs": 2 if c.fault in ("clear", "storeid") else 1,
+                        "jobs": 2 if c.fault == "clear" or (c.fault, c.side) == ("storeid", "durable") else 1,
+                        # the store faults reach the durable try only (the provider's makes no store call)
+                        "store_failed": 5
+                        if c.side == "durable" and c.fault in ("storeread", "storeintent", "storeid")
+                        else 0,
                         "durable_ok": True,
                         "commit": commit,
                     }
@@ -191,3 +196,22 @@ def test_only_make_reliability_writes_the_published_results() -> None:
     assert "docs/reliability" not in reliability
     assert "reliability_report --publish build/reliability/results.json" in reliability
     assert "AFD_RT_RESULTS" not in _dry_run("runtime-tier")
+
+
+def test_a_job_no_fault_explains_is_marked_and_not_counted_as_a_duplicate() -> None:
+    """An upstream run whose store fault never reached its try (the provider's deferrable path makes no
+    store call) and that still started two jobs: marked ‡ with what the run kept, not counted above."""
+    data = _run_results()
+    cells_ = data["configurations"]["postgres+celery"]["cells"]
+    odd = cells_["rt_bigquery_storeread_upstream_deferrable"]
+    odd.update(jobs=2, store_failed=0, job_starts=[3.0, 41.0], try_starts=[[1, 1.0]], evidence="build/x")
+    killed = cells_["rt_bigquery_workerkill_upstream_deferrable"]
+    killed.update(jobs=2)  # a duplicate the worker kill caused
+    assert unexplained_jobs(odd) == 1 and unexplained_jobs(killed) == 0
+    assert unexplained_jobs({**odd, "store_failed": 3}) == 0  # the fault reached it: explained
+    page = reliability_report.render(data)
+    assert "started **1 duplicate job** in 1 of their" in page
+    assert "1 more job in 1 run that no fault explains (marked ‡) is not counted" in page
+    assert "| 2 jobs, success (no store call of this try was hit) ‡ |" in page
+    assert "‡ BigQuery, upstream: a second job" in page
+    assert "Jobs created at +3 s, +41 s after the trigger (try 1 +1 s); logs kept in `build/x`." in page

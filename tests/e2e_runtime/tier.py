@@ -39,6 +39,7 @@ from tests.e2e_runtime.matrix import (
     USER_FAULTS,
     Cell,
     _commit,
+    unexplained_jobs,
 )
 from tests.e2e_runtime.store_proxy import StoreFault, StoreProxy
 
@@ -112,6 +113,12 @@ class CellResult:
     store_failed: int = 0
     #: The commit the cell ran on.
     commit: str = ""
+    #: Seconds from the trigger to each job's creation on the service, oldest first.
+    job_starts: list[float] = field(default_factory=list)
+    #: ``[try, seconds from the trigger to the try's start]`` of each try that started.
+    try_starts: list[list[Any]] = field(default_factory=list)
+    #: Jobs the fault does not explain (see `matrix.unexplained_jobs`): where the cell's logs were kept.
+    evidence: str = ""
 
     @property
     def durable_ok(self) -> bool:
@@ -134,6 +141,8 @@ class _Run:
     run_id: str = ""
     stage: str = "pending"
     started: float = 0.0
+    #: ``time.time()`` at the trigger: the emulators and the DB stamp jobs and tries in wall time.
+    started_wall: float = 0.0
     #: The try that was running (and held) when the fault struck; the retry is any later one.
     kill_try: int = 0
     baseline_jobs: int = 0
@@ -374,6 +383,7 @@ class Tier:
                 if run.cell.fault in STORE_RULES and self.proxy is not None:
                     run.store_fault = StoreFault(**STORE_RULES[run.cell.fault])  # type: ignore[arg-type]
                     self.proxy.set_fault(run.cell.dag_id, run.store_fault)
+                run.started_wall = time.time()
                 self.dep.trigger(run.cell.dag_id, run.run_id)
                 run.started = time.monotonic()
                 run.stage = self._first_stage(run.cell)
@@ -604,8 +614,43 @@ class Tier:
             log_ok=self._log_ok(run) if cell.side == "durable" else None,
             store_failed=run.store_fault.failed if run.store_fault is not None else 0,
             commit=self.commit,
+            job_starts=[round(float(j["started_at"]) - run.started_wall, 1) for j in state["jobs"]],
+            try_starts=self._try_starts(run),
         )
+        if unexplained_jobs(asdict(run.result)):
+            run.result.evidence = self._keep_evidence(run, state)
         run.stage = "done"
+
+    def _try_starts(self, run: _Run) -> list[list[Any]]:
+        assert self.dep is not None
+        where = "WHERE dag_id=? AND run_id=? AND task_id=?"
+        rows = self.dep.query(
+            f"SELECT try_number, start_date FROM task_instance_history {where} "
+            f"UNION ALL SELECT try_number, start_date FROM task_instance {where}",
+            (run.cell.dag_id, run.run_id, TASK_ID) * 2,
+        )
+        return sorted(
+            [int(t), round(started.timestamp() - run.started_wall, 1)]
+            for t, started in rows
+            if started is not None and hasattr(started, "timestamp")
+        )
+
+    def _keep_evidence(self, run: _Run, state: dict[str, Any]) -> str:
+        """Copy a cell's task and trigger logs and the service's view of its jobs where they outlive the
+        deployment: beside the results file, else in the system's temporary directory. Returns the path."""
+        assert self.dep is not None
+        results = os.environ.get(RESULTS_ENV)
+        base = (
+            Path(results).parent / "evidence" if results else Path(tempfile.gettempdir()) / "afd-rt-evidence"
+        )
+        target = base / run.cell.dag_id
+        shutil.rmtree(target, ignore_errors=True)
+        logs = self.dep.home / "logs" / f"dag_id={run.cell.dag_id}"
+        if logs.exists():
+            shutil.copytree(logs, target / "logs")
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "jobs.json").write_text(json.dumps({"run_started": run.started_wall, **state}, indent=1))
+        return str(target)
 
     def task_logs(self, dag_id: str) -> str:
         assert self.dep is not None
