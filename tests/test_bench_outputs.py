@@ -86,3 +86,51 @@ def test_partial_runs_default_to_build(argv: list[str], where: Path) -> None:
 def test_explicit_paths_win() -> None:
     md, js, charts = outputs(parse_args(["--out", "x", "--md", "y.md"]))
     assert (md, js, charts) == (Path("y.md"), Path("x/benchmarks.json"), Path("x/img"))
+
+
+#: The published evidence: only ``make bench`` and ``make reliability`` write it.
+PUBLISHED_FILES = ("docs/benchmarks.md", "docs/benchmarks.json", "docs/img/benchmarks", "docs/reliability.")
+#: Targets that write tracked files on purpose: the publishers, and generators that rewrite what is
+#: generated from a source of truth (at a consistent commit they change nothing: tests/test_catalogue.py
+#: fails when the tables are stale; `make lock` keeps every pin unless an .in file changed).
+WRITERS = {"bench", "reliability", "catalogue-docs", "lock", "lock-upgrade"}
+
+
+def test_no_other_make_target_writes_the_published_evidence() -> None:
+    """Every other target's recipe (its dry run, prerequisites included) leaves the published pages alone:
+    a quick or CI run that pointed at them would fail here."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    database = subprocess.run(
+        ["make", "-qp"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+    ).stdout
+    targets = {
+        line.split(":", 1)[0]
+        for line in database.splitlines()
+        if line and line[0].isalnum() and ":" in line and "=" not in line.split(":", 1)[0]
+    }
+    targets = {
+        t for t in targets if (ROOT / "Makefile").read_text().count(t) and "/" not in t and "%" not in t
+    }
+    assert {"bench-quick", "runtime-tier", "test", "demo", "docs"} <= targets, sorted(targets)
+    for target in sorted(targets - WRITERS):
+        recipe = subprocess.run(
+            ["make", "-n", "--no-print-directory", target],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        ).stdout
+        named = [p for p in PUBLISHED_FILES if p in recipe]
+        assert not named, f"`make {target}` names published files {named}:\n{recipe[-2000:]}"
+        for line in recipe.splitlines():
+            words = shlex.split(line) if " -m bench" in line or "reliability_report" in line else []
+            if "bench" in words and "-m" in words:  # a benchmark run: where do its defaults write?
+                published = {p.resolve() for p in PUBLISHED.values()}
+                outs = _resolved(words[words.index("bench") + 1 :])
+                assert not published & set(outs), f"`make {target}` runs a bench that publishes: {line}"
+            if "reliability_report" in line:
+                assert "--check" in words, f"`make {target}` rewrites the reliability page: {line}"
