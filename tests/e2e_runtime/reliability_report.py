@@ -23,6 +23,7 @@ from tests.e2e_runtime.matrix import (
     UNMEASURED,
     parse_dag_id,
     pending,
+    rescheduled_jobs,
     unexplained_jobs,
 )
 from tests.e2e_runtime.matrix import cells as matrix_cells
@@ -67,18 +68,38 @@ def _jobs(cell: dict[str, Any]) -> int:
 
 
 def _duplicates(cell: dict[str, Any]) -> int:
-    """Jobs the fault made the operator start twice (not those no fault explains: `unexplained_jobs`)."""
-    return 0 if unexplained_jobs(cell) else max(0, cell["jobs"] - _jobs(cell))
+    """Jobs the fault made the operator start twice: not those no fault explains (`unexplained_jobs`), nor
+    those of a start Airflow rescheduled (`rescheduled_jobs`)."""
+    if unexplained_jobs(cell) or cell.get("reschedules"):
+        return 0
+    return max(0, cell["jobs"] - _jobs(cell))
+
+
+RESCHEDULE_NOTE = (
+    "↻ Airflow rescheduled a start of this task: its DAG file's import ran past `dagbag_import_timeout` on "
+    "the loaded machine, and Airflow 3.3 reschedules a task whose DAG it cannot load "
+    "(`[workers] missing_dag_retries`, same try). The reschedule clears a deferral's `next_method`, so a "
+    "start after the trigger fired runs `execute()` again: the provider operator submits its job again, the "
+    "durable one finds the job it already has. A fault Airflow added, not the test's: jobs it started are "
+    "not counted as duplicates above."
+)
 
 
 def _unexplained_summary(cells: list[dict[str, Any]]) -> str:
-    if not cells:
-        return ""
-    jobs = sum(unexplained_jobs(c) for c in cells)
-    return (
-        f" {jobs} more job{'s' if jobs != 1 else ''} in {len(cells)} run{'s' if len(cells) != 1 else ''} "
-        f"that no fault explains (marked ‡) {'is' if jobs == 1 else 'are'} not counted."
-    )
+    parts = []
+    for count, mark, why in (
+        (unexplained_jobs, "‡", "that no fault explains"),
+        (rescheduled_jobs, "↻", "where Airflow rescheduled a start"),
+    ):
+        runs = [c for c in cells if count(c)]
+        jobs = sum(count(c) for c in runs)
+        if jobs:
+            plural = "s" if len(runs) != 1 else ""
+            parts.append(
+                f" {jobs} more job{'s' if jobs != 1 else ''} in {len(runs)} run{plural} "
+                f"{why} (marked {mark}) {'is' if jobs == 1 else 'are'} not counted."
+            )
+    return "".join(parts)
 
 
 def _unexplained_note(cell: dict[str, Any]) -> str:
@@ -98,8 +119,11 @@ def _unexplained_note(cell: dict[str, Any]) -> str:
             + f" Jobs created at {starts} after the trigger ({tries}); logs kept in `{cell['evidence']}`."
         )
     return text + (
-        f" Measured at `{cell.get('commit') or '?'}` by a run that kept no logs; see "
-        "[the runtime tier notes](dev/runtime-tier.md#provider-duplicates-in-a-try-where-no-fault-fired)."
+        f" Measured at `{cell.get('commit') or '?'}` by a run that kept no logs. The one cause found since: "
+        "under load the DAG file's import at the start after the trigger fired ran past "
+        "`dagbag_import_timeout`, Airflow rescheduled the start (same try) and cleared the deferral's "
+        "`next_method`, so `execute()` ran again (see "
+        "[the runtime tier notes](dev/runtime-tier.md#provider-duplicates-in-a-try-where-no-fault-fired))."
     )
 
 
@@ -173,6 +197,8 @@ def _outcome(cell: dict[str, Any] | None) -> str:
         text += " (no store call of this try was hit)"
     if unexplained_jobs(cell):
         text += " ‡"
+    if cell.get("reschedules"):
+        text += " ↻"
     return text
 
 
@@ -198,7 +224,7 @@ def render(data: dict[str, Any]) -> str:
         up_dups = sum(_duplicates(c) for c in upstream if not c.get("error"))
         up_orphans = sum(c["untracked"] for c in upstream if not c.get("error"))
         up_cells_dup = sum(1 for c in upstream if not c.get("error") and _duplicates(c))
-        unexplained = [c for c in cells.values() if unexplained_jobs(c)]
+        unexplained = [c for c in cells.values() if unexplained_jobs(c) or rescheduled_jobs(c)]
         lines += [
             f"## Apache Airflow {env['airflow']} on {env['database']} with the {env['executor']}, "
             f"{env['triggerers']} triggerers, {env.get('celery_workers', 0)} Celery workers",
@@ -274,11 +300,14 @@ def render(data: dict[str, Any]) -> str:
                     f"| {_outcome(up)} | {_outcome(du)}{mark} | {tries} |"
                 )
             lines += [""] + [f"† {note}." for note in sorted(notes)] + ([""] if notes else [])
-            for system, path in rows:
-                for side in ("upstream", "durable"):
-                    cell = cells.get(f"rt_{system}_{fault}_{side}_{path}")
-                    if cell and unexplained_jobs(cell):
-                        lines += [_unexplained_note(cell), ""]
+            shown = [
+                cells.get(f"rt_{system}_{fault}_{side}_{path}")
+                for system, path in rows
+                for side in ("upstream", "durable")
+            ]
+            lines += [line for c in shown if c and unexplained_jobs(c) for line in (_unexplained_note(c), "")]
+            if any(c and c.get("reschedules") for c in shown):
+                lines += [RESCHEDULE_NOTE, ""]
             if FAULTS[fault].limit:
                 lines += [f"Not covered: {FAULTS[fault].limit}.", ""]
         if len(_commits(cells)) > 1:

@@ -21,6 +21,7 @@ from tests.e2e_runtime.matrix import (
     cells,
     parse_dag_id,
     pending,
+    rescheduled_jobs,
     selected_phases,
     selected_systems,
     unexplained_jobs,
@@ -215,3 +216,20 @@ def test_a_job_no_fault_explains_is_marked_and_not_counted_as_a_duplicate() -> N
     assert "| 2 jobs, success (no store call of this try was hit) ‡ |" in page
     assert "‡ BigQuery, upstream: a second job" in page
     assert "Jobs created at +3 s, +41 s after the trigger (try 1 +1 s); logs kept in `build/x`." in page
+
+
+def test_a_start_airflow_rescheduled_is_marked_and_its_extra_job_not_counted() -> None:
+    """A cleared task whose start after the trigger fired was rescheduled (DAG import timed out): the
+    provider operator ran execute() again (3 jobs where the clear explains 2). Marked ↻, explained once
+    under the table, left out of the duplicates; the durable twin, rescheduled too, kept 2."""
+    data = _run_results()
+    cells_ = data["configurations"]["postgres+celery"]["cells"]
+    cells_["rt_bigquery_clear_upstream_deferrable"].update(jobs=3, reschedules=1)
+    cells_["rt_bigquery_clear_durable_deferrable"].update(jobs=2, reschedules=1)
+    assert rescheduled_jobs(cells_["rt_bigquery_clear_upstream_deferrable"]) == 1
+    assert rescheduled_jobs(cells_["rt_bigquery_clear_durable_deferrable"]) == 0
+    page = reliability_report.render(data)
+    assert "started **0 duplicate jobs**" in page
+    assert "1 more job in 1 run where Airflow rescheduled a start (marked ↻) is not counted." in page
+    assert "| 3 jobs, success ↻ | 2 jobs, success ↻ |" in page
+    assert page.count(reliability_report.RESCHEDULE_NOTE) == 1

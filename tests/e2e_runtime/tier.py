@@ -78,6 +78,11 @@ SETTINGS = {
     # A burst of task starts on a loaded 2-core machine: the execution API can take longer than its
     # 5 s default, and the start's ReadTimeout then fails try 1 before it ran (seen in the first runs).
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+    # A task that cannot load its DAG at a start is rescheduled (same try, [workers] missing_dag_retries)
+    # and the reschedule clears a deferral's next_method: a start after the trigger fired then runs
+    # execute() again, and the provider operator submits again. A parse past the 30 s default was seen
+    # under a load of 20 (google's import): an unplanned second fault, so the matrix allows 5 min.
+    "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
     # The DAG file never changes during a run: parsed once at the start (and for any callback), not every
     # 5 s. Each parse of the whole matrix imports all nine systems' providers: a fifth of a core, measured.
     "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
@@ -119,6 +124,9 @@ class CellResult:
     try_starts: list[list[Any]] = field(default_factory=list)
     #: Jobs the fault does not explain (see `matrix.unexplained_jobs`): where the cell's logs were kept.
     evidence: str = ""
+    #: Starts that Airflow rescheduled because the DAG could not be loaded ("Rescheduling task during
+    #: startup"): one after the trigger fired runs execute() again (see `SETTINGS`).
+    reschedules: int = 0
 
     @property
     def durable_ok(self) -> bool:
@@ -616,10 +624,19 @@ class Tier:
             commit=self.commit,
             job_starts=[round(float(j["started_at"]) - run.started_wall, 1) for j in state["jobs"]],
             try_starts=self._try_starts(run),
+            reschedules=self._reschedules(run),
         )
-        if unexplained_jobs(asdict(run.result)):
+        if unexplained_jobs(asdict(run.result)) or run.result.reschedules:
             run.result.evidence = self._keep_evidence(run, state)
         run.stage = "done"
+
+    def _reschedules(self, run: _Run) -> int:
+        assert self.dep is not None
+        root = self.dep.home / "logs" / f"dag_id={run.cell.dag_id}" / f"run_id={run.run_id}"
+        return sum(
+            log.read_text(errors="replace").count("Rescheduling task during startup")
+            for log in root.glob(f"task_id={TASK_ID}/attempt=*.log")
+        )
 
     def _try_starts(self, run: _Run) -> list[list[Any]]:
         assert self.dep is not None
