@@ -172,8 +172,8 @@ def _provenance(data: dict[str, Any], cells: dict[str, Any]) -> list[str]:
         return [
             f"**Every result below comes from one run of `make reliability` at commit `{run['commit']}`"
             f"{dirty}**, {run['date']}: {run['seconds'] / 60:.0f} min on {run['cores']} cores (1-minute load",
-            f"average {run['load_before'][0]:.1f} at the start, median {run['load_median']} and at most "
-            f"{run['load_max']} while it ran; the matrix alone keeps two cores busy).",
+            f"average {run['load_before'][0]:.1f} at the start, median {run['load_median'] or 0:.1f} and "
+            f"at most {run['load_max']:.1f} while it ran; the matrix itself keeps both cores busy).",
             "",
         ]
     named = ", ".join(f"`{c}`" if c else "no commit recorded" for c in sorted(commits))
