@@ -137,9 +137,8 @@ runtime-tier: $(call venv_of,$(MAIN))/.synced
 # commit with no uncommitted changes then becomes docs/reliability.json and docs/reliability.md.
 RELIABILITY_RESULTS := build/reliability/results.json
 reliability: $(call venv_of,$(MAIN))/.synced
-	@mkdir -p .airflow-home-$(MAIN) $(dir $(RELIABILITY_RESULTS))
 	rm -rf $(dir $(RELIABILITY_RESULTS))
-	mkdir -p $(dir $(RELIABILITY_RESULTS))
+	@mkdir -p .airflow-home-$(MAIN) $(dir $(RELIABILITY_RESULTS))
 	AFD_RT_GROUP=all AFD_RT_PHASES=all AFD_RT_RESULTS="$(CURDIR)/$(RELIABILITY_RESULTS)" \
 		AIRFLOW_HOME="$(CURDIR)/.airflow-home-$(MAIN)" AIRFLOW__CORE__LOAD_EXAMPLES=False \
 		$(call venv_of,$(MAIN))/bin/python -m pytest $(RUNTIME_PYTEST_ARGS) tests/e2e_runtime/test_reliability_matrix.py \
