@@ -374,6 +374,9 @@ def argv_of(command: Command) -> list[str]:
         argv = argv[:-2]
     while argv and re.fullmatch(r"[A-Za-z_]\w*=.*", argv[0]):
         argv.pop(0)
+    # `flock <lock file> <command>` (the dev docs' one-heavy-run-at-a-time wrapper) runs the command.
+    if len(argv) > 2 and argv[0] == "flock":
+        argv = argv[2:]
     return argv
 
 
