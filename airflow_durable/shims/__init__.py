@@ -19,8 +19,10 @@ __all__ = [
     "DURABLE_RUNTIME",
     "TRIGGER_FAIL_METHOD",
     "TRIGGER_TIMEOUT",
+    "aget_current_try",
     "aget_task_states",
     "get_task_states",
+    "triggerer_channel",
     "StateStore",
     "apply_defaults",
     "durable_span",
@@ -113,6 +115,50 @@ async def aget_task_states(dag_id: str, run_id: str, task_id: str, map_index: in
     key = task_id if map_index < 0 else f"{task_id}_{map_index}"
     state = result.task_states[run_id][key]
     return None if state is None else str(state)
+
+
+def triggerer_channel() -> Any:
+    """The triggerer's supervisor channel when this code runs in a trigger runner (it has ``asend``),
+    else ``None`` (a task process, ``dag.test()``'s in-process trigger, no Airflow 3)."""
+    try:
+        from airflow.sdk.execution_time import task_runner  # Airflow >= 3.0
+    except ImportError:
+        return None
+    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    return comms if getattr(comms, "asend", None) is not None else None
+
+
+async def aget_current_try(
+    dag_id: str, run_id: str, task_id: str, map_index: int, logical_date: str | None = None
+) -> tuple[str | None, int | None]:
+    """``(state, try_number)`` of one task instance as it is now, asked from a trigger's event loop.
+
+    Airflow 3.3 lets a trigger ask the state (``GetTaskStates``) but not which try it is about; only
+    ``GetPreviousTI`` answers a try number, with the state from the same row. It picks "the newest DAG
+    run by logical date" (before ``logical_date`` when given), so it is about this task instance only when
+    the answer's ``run_id`` is this one: pinned by the run's own logical date (plus 1 µs), or by luck
+    when the run has none. Otherwise ``try_number`` is ``None`` and the state is ``GetTaskStates``'.
+    ``KeyError`` when Airflow does not know the task instance.
+    """
+    channel = triggerer_channel()
+    if channel is not None:
+        try:
+            from airflow.sdk.execution_time.comms import GetPreviousTI  # Airflow >= 3.1 (triggerer: 3.3)
+
+            before = None
+            if logical_date:
+                from datetime import datetime, timedelta
+
+                before = datetime.fromisoformat(logical_date) + timedelta(microseconds=1)
+            found = await channel.asend(
+                GetPreviousTI(dag_id=dag_id, task_id=task_id, map_index=map_index, logical_date=before)
+            )
+            ti = getattr(found, "task_instance", None)
+        except Exception:  # noqa: BLE001 - an older triggerer refuses the message: ask the state alone
+            ti = None
+        if ti is not None and ti.run_id == run_id and ti.dag_id == dag_id:
+            return (None if ti.state is None else str(ti.state)), int(ti.try_number)
+    return await aget_task_states(dag_id, run_id, task_id, map_index), None
 
 
 _warned_noop: set[str] = set()

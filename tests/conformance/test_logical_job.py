@@ -288,16 +288,32 @@ _GONE = "<no task instance>"
 
 
 class _SupervisorComms:
-    """Airflow's supervisor channel as a trigger sees it: answers GetTaskStates."""
+    """Airflow's supervisor channel as a trigger sees it: answers GetTaskStates, and GetPreviousTI
+    (state and try number of one row) about ``run_id`` when ``try_number`` is given, else about nothing."""
 
-    def __init__(self, state: str | None) -> None:
+    def __init__(self, state: str | None, try_number: int | None = None, run_id: str = "") -> None:
         self.state = state
+        self.try_number = try_number
+        self.run_id = run_id
         self.asked: list[Any] = []
 
     def send(self, message: Any) -> Any:
-        from airflow.sdk.execution_time.comms import TaskStatesResult
+        from airflow.sdk.api.datamodels._generated import PreviousTIResponse
+        from airflow.sdk.execution_time.comms import GetPreviousTI, PreviousTIResult, TaskStatesResult
 
         self.asked.append(message)
+        if isinstance(message, GetPreviousTI):
+            if self.state == _GONE or self.try_number is None:
+                return PreviousTIResult(task_instance=None)
+            row = PreviousTIResponse(
+                task_id=message.task_id,
+                dag_id=message.dag_id,
+                run_id=self.run_id,
+                state=self.state,
+                try_number=self.try_number,
+                map_index=message.map_index,
+            )
+            return PreviousTIResult(task_instance=row)
         if self.state == _GONE:
             return TaskStatesResult(task_states={})
         return TaskStatesResult(task_states={message.run_ids[0]: {message.task_ids[0]: self.state}})
@@ -346,6 +362,44 @@ def test_the_trigger_cancels_on_kill_only_when_no_try_waits_on_the_job(
     else:
         # A try of the task runs (again) and owns the job: cancelling would end what it waits on.
         assert state_of(case, emulator, job) != case.cancelled
+
+
+@pytest.mark.parametrize(
+    ("state", "current_try", "cancels"),
+    [
+        ("failed", 1, True),  # a user marked this trigger's own try
+        ("deferred", 1, False),  # this try, still deferred: the trigger moved to another triggerer
+        # issue 22: marked failed, cleared, and try 2 deferred before the answer came: the answer is
+        # about try 2, which owns the job's fate (a new logical job ends it itself)
+        ("deferred", 2, False),
+        ("failed", 2, False),  # a newer try ended: its own machinery ends what it tracked
+    ],
+    ids=["own-try-marked", "own-try-deferred", "newer-try-deferred", "newer-try-marked"],
+)
+def test_the_trigger_decides_by_the_try_the_answer_is_about(
+    case, emulator, state, current_try, cancels, monkeypatch
+):
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time import task_runner
+
+    from airflow_durable.triggers.owned import DurableOwnedTrigger
+
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, True)
+    _, deferred = _deferral(case, emulator, runner)
+    _, kwargs = deferred.trigger.serialize()
+    rebuilt = DurableOwnedTrigger(**kwargs)
+    # What the triggerer sets: the deferring try's task instance (try 1 here).
+    rebuilt.task_instance = SimpleNamespace(task_id=kwargs["task_id"], try_number=1)
+    comms = _SupervisorComms(state, try_number=current_try, run_id=kwargs["run_id"])
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
+    asyncio.run(rebuilt.on_kill())
+    (job,) = job_ids(case, emulator)
+    # One question, answered with the try: no second, state-only read (the cancel may ask for secrets).
+    asked = [type(m).__name__ for m in comms.asked]
+    assert asked[0] == "GetPreviousTI" and "GetTaskStates" not in asked, asked
+    assert (state_of(case, emulator, job) == case.cancelled) is cancels
 
 
 def test_the_trigger_leaves_the_job_running_when_cancel_on_kill_is_false(case, emulator, monkeypatch):
