@@ -58,6 +58,8 @@ ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "re
 #: The background question that builds the triggerer supervisor's execution API client (one per process).
 _PRIMING: set[asyncio.Task[Any]] = set()
 _PRIMED = False
+#: Kill decisions still at work after Airflow cancelled the ``on_kill`` that started them (see `on_kill`).
+_KILLING: set[asyncio.Task[Any]] = set()
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,22 @@ class DurableOwnedTrigger(BaseTrigger):
         return self.inner.cleanup()
 
     async def on_kill(self) -> None:
+        """Ask which try is current and decide; the work outlives a second cancel of this coroutine.
+
+        Airflow's triggerer cancels a killed trigger's task again on every runner loop (about once a
+        second) until the trigger is done (``TriggerRunner.cancel_triggers`` with the supervisor's whole
+        ``cancelling_triggers`` set), which interrupts ``on_kill`` at its first ``await`` after that: an
+        answer that took longer than a loop, or the cancel request itself, would be dropped. So the work
+        runs in a task of its own, shielded, and finishes on the runner's loop.
+        """
+        work = asyncio.get_running_loop().create_task(
+            self._kill(), name=f"airflow-durable-kill-{self.run_id}"
+        )
+        _KILLING.add(work)
+        work.add_done_callback(_KILLING.discard)
+        await asyncio.shield(work)
+
+    async def _kill(self) -> None:
         answer = await self._ask_current_try()
         ti = self.task_instance
         my_try = getattr(ti, "try_number", None) if ti is not None else None

@@ -9,6 +9,7 @@ at another instant; a try whose process lives on (zombie) keeps its operator obj
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import inspect
 from typing import Any
@@ -296,12 +297,17 @@ class _SupervisorComms:
         self.try_number = try_number
         self.run_id = run_id
         self.asked: list[Any] = []
+        #: When set, the channel answers only once this event is set (a slow supervisor).
+        self.gate: asyncio.Event | None = None
 
     def send(self, message: Any) -> Any:
+        self.asked.append(message)
+        return self._answer(message)
+
+    def _answer(self, message: Any) -> Any:
         from airflow.sdk.api.datamodels._generated import PreviousTIResponse
         from airflow.sdk.execution_time.comms import GetPreviousTI, PreviousTIResult, TaskStatesResult
 
-        self.asked.append(message)
         if isinstance(message, GetPreviousTI):
             if self.state == _GONE or self.try_number is None:
                 return PreviousTIResult(task_instance=None)
@@ -320,7 +326,10 @@ class _SupervisorComms:
 
     async def asend(self, message: Any) -> Any:
         # The triggerer's channel: what a trigger's on_kill uses on its event loop.
-        return self.send(message)
+        self.asked.append(message)
+        if self.gate is not None:
+            await self.gate.wait()
+        return self._answer(message)
 
 
 @pytest.mark.parametrize(
@@ -400,6 +409,43 @@ def test_the_trigger_decides_by_the_try_the_answer_is_about(
     asked = [type(m).__name__ for m in comms.asked]
     assert asked[0] == "GetPreviousTI" and "GetTaskStates" not in asked, asked
     assert (state_of(case, emulator, job) == case.cancelled) is cancels
+
+
+def test_a_mark_cancels_the_job_although_airflow_cancels_on_kill_again(case, emulator, monkeypatch):
+    """Airflow's triggerer cancels a killed trigger's task again on every runner loop until it is done
+    (``TriggerRunner.cancel_triggers``): an answer slower than one loop must still lead to the cancel."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time import task_runner
+
+    from airflow_durable.triggers.owned import DurableOwnedTrigger
+
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, True)
+    _, deferred = _deferral(case, emulator, runner)
+    _, kwargs = deferred.trigger.serialize()
+    rebuilt = DurableOwnedTrigger(**kwargs)
+    rebuilt.task_instance = SimpleNamespace(task_id=kwargs["task_id"], try_number=1)
+    comms = _SupervisorComms("failed", try_number=1, run_id=kwargs["run_id"])
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
+    (job,) = job_ids(case, emulator)
+
+    async def killed_twice() -> None:
+        comms.gate = asyncio.Event()
+        on_kill = asyncio.ensure_future(rebuilt.on_kill())
+        while not comms.asked:  # on_kill has asked, the supervisor has not answered yet
+            await asyncio.sleep(0.01)
+        on_kill.cancel()  # the triggerer's next loop
+        with contextlib.suppress(asyncio.CancelledError):
+            await on_kill
+        comms.gate.set()  # the answer comes after all
+        for _ in range(400):
+            if state_of(case, emulator, job) == case.cancelled:
+                return
+            await asyncio.sleep(0.05)
+
+    asyncio.run(killed_twice())
+    assert state_of(case, emulator, job) == case.cancelled
 
 
 def test_the_trigger_leaves_the_job_running_when_cancel_on_kill_is_false(case, emulator, monkeypatch):
