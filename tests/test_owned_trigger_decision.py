@@ -61,6 +61,28 @@ def test_decide_on_kill(my_try: int | None, answer: TryAnswer, expected: bool, w
     assert why in decision.reason, decision
 
 
+MINE, OTHER = "01a2-mine", "01a2-other"
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected", "why"),
+    [
+        # the note names this very task instance: the state is about this try
+        (TryAnswer("failed", 1, ti_id=MINE), CANCEL, "try 1 is failed"),
+        (TryAnswer("deferred", 1, ti_id=MINE), KEEP, "handed to another triggerer"),
+        # another task instance with a newer try: superseded
+        (TryAnswer("deferred", 2, ti_id=OTHER), KEEP, "superseded"),
+        # another task instance with the same (or an older) try number: the DAG run was re-created
+        (TryAnswer("deferred", 1, ti_id=OTHER), CANCEL, "re-created"),
+        (TryAnswer("running", 1, ti_id=OTHER), CANCEL, "re-created"),
+    ],
+)
+def test_decide_on_kill_by_task_instance_id(answer: TryAnswer, expected: bool, why: str) -> None:
+    decision = decide_on_kill(1, answer, my_ti_id=MINE)
+    assert decision.cancel is expected, decision
+    assert why in decision.reason, decision
+
+
 @pytest.mark.parametrize(
     "answer",
     [TryAnswer("failed", 1), TryAnswer("success", None), TryAnswer(exists=False), TryAnswer("deferred", 0)],

@@ -19,8 +19,9 @@ __all__ = [
     "DURABLE_RUNTIME",
     "TRIGGER_FAIL_METHOD",
     "TRIGGER_TIMEOUT",
-    "aget_current_try",
     "aget_task_states",
+    "aget_xcom",
+    "aset_xcom",
     "get_task_states",
     "triggerer_channel",
     "StateStore",
@@ -128,37 +129,38 @@ def triggerer_channel() -> Any:
     return comms if getattr(comms, "asend", None) is not None else None
 
 
-async def aget_current_try(
-    dag_id: str, run_id: str, task_id: str, map_index: int, logical_date: str | None = None
-) -> tuple[str | None, int | None]:
-    """``(state, try_number)`` of one task instance as it is now, asked from a trigger's event loop.
+async def aset_xcom(dag_id: str, run_id: str, task_id: str, map_index: int, key: str, value: Any) -> None:
+    """Write one XCom of a task instance from a trigger, on the triggerer's channel (`triggerer_channel`).
 
-    Airflow 3.3 lets a trigger ask the state (``GetTaskStates``) but not which try it is about; only
-    ``GetPreviousTI`` answers a try number, with the state from the same row. It picks "the newest DAG
-    run by logical date" (before ``logical_date`` when given), so it is about this task instance only when
-    the answer's ``run_id`` is this one: pinned by the run's own logical date (plus 1 µs), or by luck
-    when the run has none. Otherwise ``try_number`` is ``None`` and the state is ``GetTaskStates``'.
-    ``KeyError`` when Airflow does not know the task instance.
-    """
+    ``value`` goes as JSON, past any custom XCom backend (a trigger's note to itself, not a result)."""
+    from airflow.sdk.execution_time.comms import SetXCom  # Airflow >= 3.0
+
     channel = triggerer_channel()
-    if channel is not None:
-        try:
-            from airflow.sdk.execution_time.comms import GetPreviousTI  # Airflow >= 3.1 (triggerer: 3.3)
+    if channel is None:
+        raise RuntimeError("no triggerer channel: not running in a trigger runner")
+    await channel.asend(
+        SetXCom(
+            key=key,
+            value=value,
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=task_id,
+            map_index=None if map_index < 0 else map_index,
+        )
+    )
 
-            before = None
-            if logical_date:
-                from datetime import datetime, timedelta
 
-                before = datetime.fromisoformat(logical_date) + timedelta(microseconds=1)
-            found = await channel.asend(
-                GetPreviousTI(dag_id=dag_id, task_id=task_id, map_index=map_index, logical_date=before)
-            )
-            ti = getattr(found, "task_instance", None)
-        except Exception:  # noqa: BLE001 - an older triggerer refuses the message: ask the state alone
-            ti = None
-        if ti is not None and ti.run_id == run_id and ti.dag_id == dag_id:
-            return (None if ti.state is None else str(ti.state)), int(ti.try_number)
-    return await aget_task_states(dag_id, run_id, task_id, map_index), None
+async def aget_xcom(dag_id: str, run_id: str, task_id: str, map_index: int, key: str) -> Any:
+    """Read one XCom of a task instance from a trigger (``None`` when there is none)."""
+    from airflow.sdk.execution_time.comms import GetXCom  # Airflow >= 3.0
+
+    channel = triggerer_channel()
+    if channel is None:
+        raise RuntimeError("no triggerer channel: not running in a trigger runner")
+    found = await channel.asend(
+        GetXCom(key=key, dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
+    )
+    return getattr(found, "value", None)
 
 
 _warned_noop: set[str] = set()

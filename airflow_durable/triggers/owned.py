@@ -18,17 +18,21 @@ the trigger fired on the triggerer that took it over (the job ended), or it was 
 ends the older epoch's job itself before it submits (DESIGN §8); ``up_for_retry``, the retry reconnects.
 A cancel there would end a job that its owner still waits on.
 
-An answer is only about the try it names: the wrapper asks for the task instance's try number with its
-state (one row, one read), and `decide_on_kill` (pure) compares it with the try that deferred
-(``self.task_instance.try_number``). A newer try owns the job whatever its state: it reconnected to it,
-or, as a new logical job, ends it itself. Where Airflow does not say which try (see `shims.aget_current_try`)
-the decision falls back to the state alone, which is safe for the states that cancel: an ended task
-instance waits on no job, whichever try ended.
+An answer counts only for the try it is about, and `decide_on_kill` (pure) compares that try with the
+one that deferred (``self.task_instance``: its id and try number). A newer try owns the job whatever its
+state: it reconnected to it, or, as a new logical job, ends it itself. Airflow 3.3 tells a trigger a task
+instance's state but not which try that state belongs to (``GetTaskStates``; the runner cannot even decode
+the answer to ``GetPreviousTI``), so each wrapper leaves a note in its task instance's XComs when it starts
+(``airflow_durable.deferred_try``: its try's id and number). A new try's task process clears the task
+instance's XComs before it runs, so on a kill the wrapper reads the state, then the note: its own note means
+no newer try has started, another try's note names that try, and a missing note that it wrote means a newer
+try started. Where the note says nothing (never written) the decision falls back to the state alone, which
+is safe for the states that cancel: an ended task instance waits on no job, whichever try ended.
 
-The first question a triggerer's supervisor answers builds its in-process execution API (seconds:
-Cadwyn generates every API version's routes on the first request), so a trigger that waited for the
-user's mark to ask first answered late (9.5 s measured). The first wrapper a triggerer runs asks once
-in the background (`_prime_channel`), so that the answer on a kill takes milliseconds.
+The first question a triggerer's supervisor answers builds its in-process execution API (seconds: Cadwyn
+generates every API version's routes on its first request), so a kill that asked first answered late
+(9.5 s measured on an idle triggerer). The note is written in the background as the trigger starts, so
+that cost is paid before any user acts, and the answer on a kill takes milliseconds.
 """
 
 from __future__ import annotations
@@ -49,29 +53,38 @@ __all__ = ["DurableOwnedTrigger", "KillDecision", "TryAnswer", "decide_on_kill"]
 _RUNTIME_ATTRIBUTES = ("trigger_id", "triggerer_job_id", "timeout_after", "asset_state_store")
 #: How long ``on_kill`` waits to learn the task's state; the triggerer gives ``on_kill`` 30 s in all, and
 #: the cancel needs the rest. The supervisor answers between its DB steps (within about a second), but its
-#: first answer builds its in-process execution API (`_prime_channel` does that early): 9.5 s was measured
-#: on an idle triggerer, 14 s under load.
+#: first answer builds its in-process execution API (the note a trigger writes as it starts does that
+#: early): 9.5 s was measured on an idle triggerer, 14 s under load.
 _STATE_QUERY_TIMEOUT = 20.0
+#: The XCom in which a running wrapper notes which try deferred (see the module docstring).
+TRY_NOTE_KEY = "airflow_durable.deferred_try"
 #: Task-instance states from which no try runs again without a user's clear (which starts a new logical
 #: job): nothing waits on the job any more.
 ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
-#: The background question that builds the triggerer supervisor's execution API client (one per process).
-_PRIMING: set[asyncio.Task[Any]] = set()
-_PRIMED = False
-#: Kill decisions still at work after Airflow cancelled the ``on_kill`` that started them (see `on_kill`).
-_KILLING: set[asyncio.Task[Any]] = set()
+#: Notes being written, and kill decisions still at work after Airflow cancelled the ``on_kill`` that
+#: started them (see `on_kill`): the event loop keeps only weak references to its tasks.
+_BACKGROUND: set[asyncio.Task[Any]] = set()
+
+
+def _in_background(coro: Any, name: str) -> asyncio.Task[Any]:
+    task = asyncio.get_running_loop().create_task(coro, name=name)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+    return task
 
 
 @dataclass(frozen=True)
 class TryAnswer:
     """What Airflow answered when a killed trigger asked about its task instance.
 
-    ``try_number`` is the try the answer is about, ``None`` where Airflow did not say; ``exists=False``
-    when Airflow knows no such task instance (its DAG run was deleted); ``error`` when there was no answer.
+    ``try_number`` (and ``ti_id``, where known) is the try the state is about, ``None`` where nothing
+    said; ``exists=False`` when Airflow knows no such task instance (its DAG run was deleted); ``error``
+    when there was no answer.
     """
 
     state: str | None = None
     try_number: int | None = None
+    ti_id: str | None = None
     exists: bool = True
     error: str | None = None
 
@@ -84,11 +97,17 @@ class KillDecision:
     reason: str
 
 
-def decide_on_kill(my_try: int | None, answer: TryAnswer, *, cancel_on_kill: bool = True) -> KillDecision:
+def decide_on_kill(
+    my_try: int | None,
+    answer: TryAnswer,
+    *,
+    my_ti_id: str | None = None,
+    cancel_on_kill: bool = True,
+) -> KillDecision:
     """The owned trigger's kill policy (DESIGN §8: only the owner cancels, and a mark ends the job).
 
-    ``my_try`` is the try that deferred (the trigger's own task instance), ``None`` if unknown; ``answer``
-    what Airflow said about the task instance *now*. Pure: no I/O, no clock.
+    ``my_try``/``my_ti_id`` are the try that deferred (the trigger's own task instance), ``None`` if
+    unknown; ``answer`` is what Airflow said about the task instance *now*. Pure: no I/O, no clock.
     """
 
     def cancel(why: str) -> KillDecision:
@@ -103,6 +122,14 @@ def decide_on_kill(my_try: int | None, answer: TryAnswer, *, cancel_on_kill: boo
     if not answer.exists:
         return cancel("the task instance is gone (its DAG run was deleted): no try will wait on the job")
     state, theirs = answer.state, answer.try_number
+    if my_ti_id is not None and answer.ti_id is not None:
+        if answer.ti_id == my_ti_id:
+            theirs = my_try  # this very try
+        elif my_try is not None and theirs is not None and theirs <= my_try:
+            return cancel(
+                f"the task instance was re-created (another try {theirs} than this trigger's try {my_try}: "
+                "its DAG run was deleted and run again): no try will wait on the job"
+            )
     known = my_try is not None and theirs is not None
     if my_try is not None and theirs is not None and theirs > my_try:
         return KillDecision(
@@ -157,7 +184,6 @@ class DurableOwnedTrigger(BaseTrigger):
         task_id: str,
         map_index: int = -1,
         job: dict[str, Any] | None = None,
-        logical_date: str | None = None,
     ) -> None:
         super().__init__()
         self.trigger_classpath = trigger_classpath
@@ -169,9 +195,8 @@ class DurableOwnedTrigger(BaseTrigger):
         #: ``{"system", "locator", "external_id", "cancel"}``: the job this deferral waits on, reachable
         #: without the operator, and whether the operator's ``cancel_on_kill`` asks to cancel it.
         self.job = job
-        #: The DAG run's logical date (ISO 8601), if it has one: it pins which task instance
-        #: ``GetPreviousTI`` answers about (see `shims.aget_current_try`).
-        self.logical_date = logical_date
+        #: Whether this wrapper's note (`TRY_NOTE_KEY`) was written, by this process.
+        self._noted = False
         self.inner = _load(trigger_classpath)(**trigger_kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -192,12 +217,11 @@ class DurableOwnedTrigger(BaseTrigger):
         task_id: str,
         map_index: int,
         job: dict[str, Any] | None = None,
-        logical_date: str | None = None,
     ) -> BaseTrigger:
         if isinstance(trigger, cls):
             return trigger
         classpath, kwargs = trigger.serialize()
-        return cls(classpath, dict(kwargs), dag_id, run_id, task_id, map_index, job, logical_date)
+        return cls(classpath, dict(kwargs), dag_id, run_id, task_id, map_index, job)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -210,8 +234,6 @@ class DurableOwnedTrigger(BaseTrigger):
                 "task_id": self.owner_task_id,
                 "map_index": self.map_index,
                 "job": self.job,
-                # only when known: a row written by this release reads back in an older one
-                **({"logical_date": self.logical_date} if self.logical_date else {}),
             },
         )
 
@@ -224,31 +246,35 @@ class DurableOwnedTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         self._hand_down()
-        self._prime_channel()
+        if shims.triggerer_channel() is not None and self._my_try()[0] is not None:
+            _in_background(self._note_try(), f"airflow-durable-note-{self.run_id}")
         async for event in self.inner.run():
             yield event
 
-    def _prime_channel(self) -> None:
-        """Once per trigger-runner process, ask the supervisor a question in the background.
+    def _my_try(self) -> tuple[str | None, int | None]:
+        """The id and try number of the try that deferred, as the triggerer handed them to this trigger."""
+        ti = self.task_instance
+        ti_id = getattr(ti, "id", None)
+        try_number = getattr(ti, "try_number", None)
+        return (None if ti_id is None else str(ti_id)), (None if try_number is None else int(try_number))
 
-        Its first answer builds the supervisor's in-process execution API (Airflow does that lazily, and
-        it takes seconds); asked only when a user marks the task, the answer came 9.5 s late. Only on the
-        triggerer's channel (``asend``): ``dag.test()`` runs a trigger with a channel of its own.
-        """
-        global _PRIMED
-        if _PRIMED or not shims.triggerer_channel():
+    async def _note_try(self) -> None:
+        """Note this try in the task instance's XComs (read back by `_ask_current_try`); off the trigger's
+        path: the first write of a triggerer also builds its supervisor's execution API."""
+        ti_id, try_number = self._my_try()
+        try:
+            await shims.aset_xcom(
+                self.dag_id,
+                self.run_id,
+                self.owner_task_id,
+                self.map_index,
+                TRY_NOTE_KEY,
+                {"ti_id": ti_id, "try_number": try_number},
+            )
+        except Exception as err:  # noqa: BLE001 - without the note a kill decides by the state alone
+            self.log.warning("could not note try %s of task %s: %s", try_number, self.owner_task_id, err)
             return
-        _PRIMED = True
-
-        async def ask() -> None:
-            try:
-                await shims.aget_task_states(self.dag_id, self.run_id, self.owner_task_id, self.map_index)
-            except Exception as err:  # noqa: BLE001 - a warm-up: on_kill asks again and handles failures
-                self.log.debug("priming the triggerer's task-state channel failed: %s", err)
-
-        task = asyncio.get_running_loop().create_task(ask(), name="airflow-durable-prime-channel")
-        _PRIMING.add(task)  # a strong reference until it is done (the loop keeps only weak ones)
-        task.add_done_callback(_PRIMING.discard)
+        self._noted = True
 
     def cleanup(self) -> Any:
         return self.inner.cleanup()
@@ -262,19 +288,13 @@ class DurableOwnedTrigger(BaseTrigger):
         answer that took longer than a loop, or the cancel request itself, would be dropped. So the work
         runs in a task of its own, shielded, and finishes on the runner's loop.
         """
-        work = asyncio.get_running_loop().create_task(
-            self._kill(), name=f"airflow-durable-kill-{self.run_id}"
-        )
-        _KILLING.add(work)
-        work.add_done_callback(_KILLING.discard)
-        await asyncio.shield(work)
+        await asyncio.shield(_in_background(self._kill(), f"airflow-durable-kill-{self.run_id}"))
 
     async def _kill(self) -> None:
         answer = await self._ask_current_try()
-        ti = self.task_instance
-        my_try = getattr(ti, "try_number", None) if ti is not None else None
+        my_ti_id, my_try = self._my_try()
         cancel_on_kill = bool((self.job or {}).get("cancel", True))
-        decision = decide_on_kill(my_try, answer, cancel_on_kill=cancel_on_kill)
+        decision = decide_on_kill(my_try, answer, my_ti_id=my_ti_id, cancel_on_kill=cancel_on_kill)
         external_id = (self.job or {}).get("external_id")
         self.log.info(
             "%s job %s of task %s: %s",
@@ -290,24 +310,39 @@ class DurableOwnedTrigger(BaseTrigger):
             self._hand_down()
             await self.inner.on_kill()
             return
-        await self._cancel_job(answer.state)
+        await self._cancel_job()
 
     async def _ask_current_try(self) -> TryAnswer:
-        """Which try of the task instance is current, and its state (one answer), or why there is none."""
+        """The task instance's state now, and which try it is about (from the notes), or why not known."""
+        key = (self.dag_id, self.run_id, self.owner_task_id, self.map_index)
         try:
-            state, try_number = await asyncio.wait_for(
-                shims.aget_current_try(
-                    self.dag_id, self.run_id, self.owner_task_id, self.map_index, self.logical_date
-                ),
-                timeout=_STATE_QUERY_TIMEOUT,
-            )
+            state = await asyncio.wait_for(shims.aget_task_states(*key), timeout=_STATE_QUERY_TIMEOUT)
         except KeyError:
             return TryAnswer(exists=False)  # Airflow no longer knows the task instance
         except Exception as err:
             return TryAnswer(error=f"{type(err).__name__}: {err}")
-        return TryAnswer(state=state, try_number=try_number)
+        # The note is read after the state: the note this try wrote means no newer try had started when
+        # the state was read either.
+        note: Any = None
+        if shims.triggerer_channel() is not None:
+            try:
+                note = await asyncio.wait_for(
+                    shims.aget_xcom(*key, TRY_NOTE_KEY), timeout=_STATE_QUERY_TIMEOUT
+                )
+            except Exception as err:  # noqa: BLE001 - without the note, the state alone decides
+                self.log.warning(
+                    "could not read which try of task %s is current: %s", self.owner_task_id, err
+                )
+                return TryAnswer(state=state)
+        if isinstance(note, dict) and isinstance(note.get("try_number"), int):
+            return TryAnswer(state=state, try_number=note["try_number"], ti_id=note.get("ti_id"))
+        _, my_try = self._my_try()
+        if note is None and self._noted and my_try is not None:
+            # Its note is gone: a newer try's task process cleared the task instance's XComs as it started.
+            return TryAnswer(state=state, try_number=my_try + 1)
+        return TryAnswer(state=state)
 
-    async def _cancel_job(self, state: str | None) -> None:
+    async def _cancel_job(self) -> None:
         """The engine's kill policy on the deferrable path: a user ended the task, so its job ends too.
 
         Done here rather than by the provider trigger, since most provider triggers cancel nothing on kill

@@ -289,13 +289,12 @@ _GONE = "<no task instance>"
 
 
 class _SupervisorComms:
-    """Airflow's supervisor channel as a trigger sees it: answers GetTaskStates, and GetPreviousTI
-    (state and try number of one row) about ``run_id`` when ``try_number`` is given, else about nothing."""
+    """Airflow's supervisor channel as a trigger sees it: answers GetTaskStates with ``state``, and keeps
+    the task instance's XComs (SetXCom, GetXCom) in ``xcoms``."""
 
-    def __init__(self, state: str | None, try_number: int | None = None, run_id: str = "") -> None:
+    def __init__(self, state: str | None) -> None:
         self.state = state
-        self.try_number = try_number
-        self.run_id = run_id
+        self.xcoms: dict[str, Any] = {}
         self.asked: list[Any] = []
         #: When set, the channel answers only once this event is set (a slow supervisor).
         self.gate: asyncio.Event | None = None
@@ -305,21 +304,13 @@ class _SupervisorComms:
         return self._answer(message)
 
     def _answer(self, message: Any) -> Any:
-        from airflow.sdk.api.datamodels._generated import PreviousTIResponse
-        from airflow.sdk.execution_time.comms import GetPreviousTI, PreviousTIResult, TaskStatesResult
+        from airflow.sdk.execution_time.comms import GetXCom, SetXCom, TaskStatesResult, XComResult
 
-        if isinstance(message, GetPreviousTI):
-            if self.state == _GONE or self.try_number is None:
-                return PreviousTIResult(task_instance=None)
-            row = PreviousTIResponse(
-                task_id=message.task_id,
-                dag_id=message.dag_id,
-                run_id=self.run_id,
-                state=self.state,
-                try_number=self.try_number,
-                map_index=message.map_index,
-            )
-            return PreviousTIResult(task_instance=row)
+        if isinstance(message, SetXCom):
+            self.xcoms[message.key] = message.value
+            return None
+        if isinstance(message, GetXCom):
+            return XComResult(key=message.key, value=self.xcoms.get(message.key))
         if self.state == _GONE:
             return TaskStatesResult(task_states={})
         return TaskStatesResult(task_states={message.run_ids[0]: {message.task_ids[0]: self.state}})
@@ -373,21 +364,13 @@ def test_the_trigger_cancels_on_kill_only_when_no_try_waits_on_the_job(
         assert state_of(case, emulator, job) != case.cancelled
 
 
-@pytest.mark.parametrize(
-    ("state", "current_try", "cancels"),
-    [
-        ("failed", 1, True),  # a user marked this trigger's own try
-        ("deferred", 1, False),  # this try, still deferred: the trigger moved to another triggerer
-        # issue 22: marked failed, cleared, and try 2 deferred before the answer came: the answer is
-        # about try 2, which owns the job's fate (a new logical job ends it itself)
-        ("deferred", 2, False),
-        ("failed", 2, False),  # a newer try ended: its own machinery ends what it tracked
-    ],
-    ids=["own-try-marked", "own-try-deferred", "newer-try-deferred", "newer-try-marked"],
-)
-def test_the_trigger_decides_by_the_try_the_answer_is_about(
-    case, emulator, state, current_try, cancels, monkeypatch
-):
+#: The try that deferred, as the triggerer hands it to the trigger (``self.task_instance``).
+_MY_TI = {"id": "01a2449e-0000-7000-8000-000000000001", "try_number": 1}
+
+
+def _owned_trigger(case: SystemCase, emulator: Any, comms: _SupervisorComms, monkeypatch: Any) -> Any:
+    """Try 1 deferred: its trigger as the triggerer rebuilds and starts it (the note written), with
+    ``comms`` as the triggerer's channel from then on."""
     from types import SimpleNamespace
 
     from airflow.sdk.execution_time import task_runner
@@ -399,41 +382,63 @@ def test_the_trigger_decides_by_the_try_the_answer_is_about(
     _, deferred = _deferral(case, emulator, runner)
     _, kwargs = deferred.trigger.serialize()
     rebuilt = DurableOwnedTrigger(**kwargs)
-    # What the triggerer sets: the deferring try's task instance (try 1 here).
-    rebuilt.task_instance = SimpleNamespace(task_id=kwargs["task_id"], try_number=1)
-    comms = _SupervisorComms(state, try_number=current_try, run_id=kwargs["run_id"])
+    rebuilt.task_instance = SimpleNamespace(task_id=kwargs["task_id"], **_MY_TI)
     monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
-    asyncio.run(rebuilt.on_kill())
+    asyncio.run(rebuilt._note_try())  # what run() starts in the background on a triggerer
+    return rebuilt
+
+
+@pytest.mark.parametrize(
+    ("state", "note", "cancels"),
+    [
+        ("failed", "mine", True),  # a user marked this trigger's own try
+        ("deferred", "mine", False),  # this try, still deferred: the trigger moved to another triggerer
+        # issue 22: marked failed, cleared, and try 2 deferred before the answer came: the answer is
+        # about try 2, which owns the job's fate (a new logical job ends it itself)
+        ("deferred", {"ti_id": "01a2449e-0000-7000-8000-000000000002", "try_number": 2}, False),
+        ("failed", {"ti_id": "01a2449e-0000-7000-8000-000000000002", "try_number": 2}, False),
+        ("failed", None, False),  # try 2's task process cleared try 1's note as it started
+        # another task instance's try 1: the DAG run was deleted and run again
+        ("deferred", {"ti_id": "01a2449e-0000-7000-8000-000000000003", "try_number": 1}, True),
+    ],
+    ids=[
+        "own-try-marked",
+        "own-try-deferred",
+        "newer-try-deferred",
+        "newer-try-marked",
+        "newer-try-started",
+        "run-re-created",
+    ],
+)
+def test_the_trigger_decides_by_the_try_the_answer_is_about(
+    case, emulator, state, note, cancels, monkeypatch
+):
+    from airflow_durable.triggers.owned import TRY_NOTE_KEY
+
+    comms = _SupervisorComms(state)
+    trigger = _owned_trigger(case, emulator, comms, monkeypatch)
+    assert comms.xcoms[TRY_NOTE_KEY] == {"ti_id": _MY_TI["id"], "try_number": 1}
+    if note is None:
+        comms.xcoms.clear()
+    elif note != "mine":
+        comms.xcoms[TRY_NOTE_KEY] = note
+    asyncio.run(trigger.on_kill())
     (job,) = job_ids(case, emulator)
-    # One question, answered with the try: no second, state-only read (the cancel may ask for secrets).
-    asked = [type(m).__name__ for m in comms.asked]
-    assert asked[0] == "GetPreviousTI" and "GetTaskStates" not in asked, asked
     assert (state_of(case, emulator, job) == case.cancelled) is cancels
 
 
 def test_a_mark_cancels_the_job_although_airflow_cancels_on_kill_again(case, emulator, monkeypatch):
     """Airflow's triggerer cancels a killed trigger's task again on every runner loop until it is done
     (``TriggerRunner.cancel_triggers``): an answer slower than one loop must still lead to the cancel."""
-    from types import SimpleNamespace
-
-    from airflow.sdk.execution_time import task_runner
-
-    from airflow_durable.triggers.owned import DurableOwnedTrigger
-
-    emulator.lifecycle = case.lifecycle(active_reads=40)
-    runner = runner_for(case, emulator, True)
-    _, deferred = _deferral(case, emulator, runner)
-    _, kwargs = deferred.trigger.serialize()
-    rebuilt = DurableOwnedTrigger(**kwargs)
-    rebuilt.task_instance = SimpleNamespace(task_id=kwargs["task_id"], try_number=1)
-    comms = _SupervisorComms("failed", try_number=1, run_id=kwargs["run_id"])
-    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
+    comms = _SupervisorComms("failed")
+    trigger = _owned_trigger(case, emulator, comms, monkeypatch)
     (job,) = job_ids(case, emulator)
 
     async def killed_twice() -> None:
         comms.gate = asyncio.Event()
-        on_kill = asyncio.ensure_future(rebuilt.on_kill())
-        while not comms.asked:  # on_kill has asked, the supervisor has not answered yet
+        asked = len(comms.asked)
+        on_kill = asyncio.ensure_future(trigger.on_kill())
+        while len(comms.asked) == asked:  # on_kill has asked, the supervisor has not answered yet
             await asyncio.sleep(0.01)
         on_kill.cancel()  # the triggerer's next loop
         with contextlib.suppress(asyncio.CancelledError):
