@@ -15,9 +15,10 @@ cancelled, runs left running) and from the metadata DB (task state, tries, the t
    triggerer (b, apache/airflow#73454).
 4. ``execution_timeout`` is enforced while deferred.
 
-Two deployments, one after the other: the main one runs every scenario but 1b and 3b concurrently;
+Three deployments, one after the other: the main one runs every scenario but 1b and 3b concurrently;
 the second has ``clear_on_success = True`` (a global setting) and a fast triggerer health check, for
-1b and then 3b (stalling a triggerer would disturb the other scenarios' triggers).
+1b and then 3b (stalling a triggerer would disturb the other scenarios' triggers); the third is always on
+SQLite, for 2a's variant where the new try's trigger gets the old trigger's id (issue 22, finding A).
 
 The metadata DB is a private PostgreSQL server (the tier's, from the Debian package) where its binaries
 are installed, else SQLite; ``AFD_LJ_DATABASE=sqlite|postgres`` chooses. On SQLite every concurrent write
@@ -83,6 +84,10 @@ MAIN_DAGS = (
     "lj_exec_timeout_upstream",
 )
 SECOND_DAGS = ("lj_clear_on_success", "lj_triggerer_takeover", "lj_triggerer_takeover_upstream")
+#: Issue 22 (A): one DAG per repetition of "clear while deferred" on SQLite; the first NATURAL_REUSE run
+#: the race as it comes, the others make the new trigger take the old one's id (see `s2a_trigger_id`).
+REUSE_DAGS = tuple(f"lj_trigger_id_{i}" for i in range(4))
+NATURAL_REUSE = 2
 
 #: Each bounded wait of a scenario; the whole module must stay within ~6 minutes.
 WAIT = 100.0
@@ -134,6 +139,7 @@ def _database() -> str:
 
 DATABASE = _database()
 MAIN_ENV = {**BASE_ENV, "AFD_LJ_DAGS": ",".join(MAIN_DAGS)}
+REUSE_ENV = {**BASE_ENV, "AFD_LJ_DAGS": ",".join(REUSE_DAGS)}
 SECOND_ENV = {
     **BASE_ENV,
     "AFD_LJ_DAGS": ",".join(SECOND_DAGS),
@@ -467,6 +473,70 @@ def s2a_clear_deferred(
     return {"2a": cases[0].conclude(), "2a_upstream": cases[1].conclude()}
 
 
+def s2a_trigger_id(dep: Deployment, dbx: DatabricksEmulator, dag_id: str, forced: bool) -> dict[str, Any]:
+    """Issue 22 (A), on SQLite: clear while deferred, and the new try's trigger may get the old trigger's
+    id. ``Trigger.id`` is an Integer primary key, a rowid there, so a trigger row inserted after the newest
+    one was deleted takes its id (``tests/e2e/test_airflow_assumptions.py``). The triggerer deletes the
+    old row (``Trigger.clean_unused``) once the cleared task instance left state None, and cancels the
+    old trigger on its next loop (``update_triggers``: running minus assigned); if the new try defers in
+    between, the new row has the same id, the triggerer counts it as the trigger it already runs, never
+    starts the new one, and the old trigger's event (its job, cancelled by the new try) goes to the new
+    deferral (``Trigger.submit_event`` selects deferred task instances by trigger id).
+
+    ``forced``: the race made certain. The triggerer is stalled (between transactions) from the clear
+    until the new try deferred, and the test performs the triggerer's own ``clean_unused`` (its SQL, on
+    this task instance) as soon as the scheduler moved the task instance on, as the triggerer would on its
+    next loop: the old trigger's row is gone before the new try defers, and the triggerer resumes without
+    having seen the gap. Else the race as it comes (the new try defers within a loop of the deletion
+    now and then on a busy machine: 1 in 3 reported, 0 of 6 seen on an idle one).
+    """
+    c = Case(dep, dbx, dag_id)
+    c.trigger()
+    c.wait_deferred(1)
+    old = c.ti()
+    c.result["old_trigger_id"] = old["trigger_id"] if old else None
+    if forced:
+        with dep.paused("triggerer") as stops:
+            c.result["triggerer_stops"] = stops
+            actions.clear_task(dep, c.dag_id, c.run_id, TASK_ID)
+            c.note("cleared the deferred task (triggerer stalled)")
+            c.wait(
+                lambda: (
+                    (ti := c.ti()) is not None
+                    and ti["try_number"] >= 2
+                    and ti["state"] in ("scheduled", "queued", "running", "deferred")
+                ),
+                "try 2 scheduled",
+                until_end=True,
+            )
+            # Trigger.clean_unused (models/trigger.py), as the triggerer runs it on its next loop.
+            dep.write(
+                "UPDATE task_instance SET trigger_id = NULL WHERE state != 'deferred' "
+                "AND trigger_id IS NOT NULL AND dag_id = ? AND run_id = ?",
+                (c.dag_id, c.run_id),
+            )
+            deleted = dep.write(
+                "DELETE FROM trigger WHERE id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM task_instance WHERE trigger_id = ?)",
+                (old["trigger_id"], old["trigger_id"]),
+            )
+            c.note(f"the triggerer's clean_unused: deleted {deleted} trigger row {old['trigger_id']}")
+            c.wait_decided(2)
+            c.note(f"try 2 decided while the triggerer is stalled: {c.ti()}")
+    else:
+        actions.clear_task(dep, c.dag_id, c.run_id, TASK_ID)
+        c.note("cleared the deferred task")
+        c.wait_decided(2)
+    new = c.ti()
+    c.result["new_trigger_id"] = new["trigger_id"] if new else None
+    c.note(f"trigger ids: try 1 {c.result['old_trigger_id']}, try 2 {c.result['new_trigger_id']}")
+    run1 = c.runs()[0]
+    with contextlib.suppress(DeploymentError):
+        c.wait(lambda: run1.cancelled, f"run {run1.run_id} cancelled", 30, until_end=True)
+    c.finish_and_wait_end()
+    return {dag_id: c.conclude()}
+
+
 def s2b_mark(dep: Deployment, dbx: DatabricksEmulator, triggerer_quiet: threading.Lock) -> dict[str, Any]:
     """Mark success while the triggerer is stalled: ``running`` is cleared at once (the new try decides
     before the stalled triggerer runs the old trigger's on_kill); ``finished``'s job succeeds during
@@ -718,9 +788,9 @@ def _emulator() -> Iterator[DatabricksEmulator]:
             os.environ[name] = previous
 
 
-def _deploy(env: dict[str, str], extra_files: dict[str, str]) -> Deployment:
-    env = {**env, **(SQLITE_ENV if DATABASE == "sqlite" else {})}
-    dep = Deployment(extra_env=env, home_prefix="afd-lj-home-", database=DATABASE)
+def _deploy(env: dict[str, str], extra_files: dict[str, str], database: str = DATABASE) -> Deployment:
+    env = {**env, **(SQLITE_ENV if database == "sqlite" else {})}
+    dep = Deployment(extra_env=env, home_prefix="afd-lj-home-", database=database)
     shutil.copy(DAG_FILE, dep.dags_folder / DAG_FILE.name)
     for name, text in extra_files.items():
         (dep.dags_folder / name).write_text(text)
@@ -817,6 +887,32 @@ def run_second_deployment() -> dict[str, Any]:
     return results
 
 
+def run_reuse_deployment() -> dict[str, Any]:
+    """Issue 22 (A): SQLite, one triggerer; the repetitions one after the other (a forced one stalls the
+    triggerer, which would stall the others' triggers too)."""
+    started = time.monotonic()
+    with _emulator() as dbx:
+        dep = _deploy(REUSE_ENV, {}, database="sqlite")
+        results: dict[str, Any] = {}
+        try:
+            _start(dep, REUSE_DAGS)
+            for i, dag_id in enumerate(REUSE_DAGS):
+                results.update(
+                    _run_concurrently({dag_id: (s2a_trigger_id, (dep, dbx, dag_id, i >= NATURAL_REUSE))})
+                )
+            _attach_logs(dep, results)
+        finally:
+            stopping = time.monotonic()
+            dep.stop()
+            strays = dep.stray_pids()
+        results["deployment"] = {
+            "stop_seconds": round(time.monotonic() - stopping, 1),
+            "total_seconds": round(time.monotonic() - started, 1),
+            "stray_pids": strays,
+        }
+    return results
+
+
 def _once_per_test_run(
     name: str, compute: Callable[[], dict[str, Any]], tmp_path_factory: Any
 ) -> dict[str, Any]:
@@ -849,6 +945,18 @@ def second(tmp_path_factory: Any) -> dict[str, Any]:
     results = _once_per_test_run("second", run_second_deployment, tmp_path_factory)
     SUMMARIES.append(
         {"scenario": "logical job: second deployment", "seconds": results["deployment"]["total_seconds"]}
+    )
+    return results
+
+
+@pytest.fixture(scope="module")
+def reuse(tmp_path_factory: Any) -> dict[str, Any]:
+    results = _once_per_test_run("reuse", run_reuse_deployment, tmp_path_factory)
+    SUMMARIES.append(
+        {
+            "scenario": "logical job: SQLite trigger-id deployment",
+            "seconds": results["deployment"]["total_seconds"],
+        }
     )
     return results
 
@@ -937,6 +1045,30 @@ def test_2a_upstream_clear_while_deferred(main: dict[str, Any]) -> None:
     assert r["left_running"] == [], w
 
 
+def test_2a_forced_repetitions_give_the_new_trigger_the_old_trigger_id(reuse: dict[str, Any]) -> None:
+    """The premise of the forced repetitions below (not an expected failure): the new try's trigger took
+    the old trigger's id, so the old trigger's event could reach the new try."""
+    for dag_id in REUSE_DAGS[NATURAL_REUSE:]:
+        r = _get(reuse, dag_id)
+        assert r["new_trigger_id"] == r["old_trigger_id"] is not None, _why(r)
+
+
+@pytest.mark.xfail(strict=True, reason="engine fix pending: foreign event re-defers")
+def test_2a_clear_while_deferred_on_sqlite_never_fails_on_the_old_trigger_event(
+    reuse: dict[str, Any],
+) -> None:
+    """Issue 22 (A): the old trigger's event about the old job may reach the new try (SQLite reuses the
+    trigger id); the new try must go back to waiting on its own job, never fail. Every repetition, the
+    natural ones and the forced ones, in one test: any of them failing is the finding."""
+    for dag_id in REUSE_DAGS:
+        r = _get(reuse, dag_id)
+        w = _why(r)
+        first, *_ = r["runs"]
+        assert first in r["cancelled"], f"{dag_id}: the cleared try's run was not cancelled{w}"
+        assert [t for t, _ in r["tries"]] == [1, 2], w
+        _assert_new_job(r)
+
+
 def test_2b_mark_success_while_triggerer_stalled_then_clear_runs_a_new_job(main: dict[str, Any]) -> None:
     r = _get(main, "2b_running")
     w = _why(r)
@@ -1009,7 +1141,9 @@ def test_4_upstream_execution_timeout_while_deferred(main: dict[str, Any]) -> No
     assert r["created"] == 1 and r["left_running"] == [], _why(r)
 
 
-def test_deployments_leave_no_process(main: dict[str, Any], second: dict[str, Any]) -> None:
-    assert main["deployment"]["stray_pids"] == [] and second["deployment"]["stray_pids"] == []
-    errors = {k: v for res in (main, second) for k, v in res.items() if k.startswith("driver:")}
+def test_deployments_leave_no_process(
+    main: dict[str, Any], second: dict[str, Any], reuse: dict[str, Any]
+) -> None:
+    assert all(res["deployment"]["stray_pids"] == [] for res in (main, second, reuse))
+    errors = {k: v for res in (main, second, reuse) for k, v in res.items() if k.startswith("driver:")}
     assert not errors, json.dumps(errors, indent=1)[:8000]
