@@ -119,8 +119,9 @@ async def aget_task_states(dag_id: str, run_id: str, task_id: str, map_index: in
 
 
 def triggerer_channel() -> Any:
-    """The triggerer's supervisor channel when this code runs in a trigger runner (it has ``asend``),
-    else ``None`` (a task process, ``dag.test()``'s in-process trigger, no Airflow 3)."""
+    """The supervisor channel a trigger can ``await`` on (``asend``): the trigger runner's in a triggerer
+    (a task process has one too, but runs no trigger), else ``None`` (``dag.test()`` runs a trigger with a
+    sync-only channel; no Airflow 3)."""
     try:
         from airflow.sdk.execution_time import task_runner  # Airflow >= 3.0
     except ImportError:
