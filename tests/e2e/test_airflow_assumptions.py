@@ -119,3 +119,19 @@ def test_postgresql_never_reuses_a_trigger_id(airflow_home: dict[str, str]) -> N
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
     assert found["c"] == found["b"] + 1, found
+
+
+@pytest.mark.parametrize(("state", "marked"), [("restarting", True), ("running", False)])
+def test_airflow_failing_a_task_cleared_while_it_ran_marks_its_record(
+    airflow_home: dict[str, str], state: str, marked: bool
+) -> None:
+    """Airflow's failure handling of a task the user cleared while it ran (its worker gone): the plugin's
+    listener marks the record, so the retry Airflow starts begins a new logical job. A plain worker death
+    (``running``) marks nothing: its retry reconnects."""
+    (found,), log = summaries(
+        [sys.executable, "-m", "tests.e2e.clear_listener", state], airflow_home, "CLEAR ", expected=1
+    )
+    assert found["state"].endswith("up_for_retry"), log
+    assert ("cleared_while_running" in found["record"]) is marked, found["record"]
+    if marked:
+        assert found["record"]["cleared_while_running"]["try"] == 1
