@@ -1,4 +1,5 @@
-"""The owned trigger's kill policy (`decide_on_kill`), one case per answer Airflow can give.
+"""The owned trigger's kill policy (`may_cancel_on_kill`, beside `may_cancel` in the ownership module),
+one case per answer Airflow can give.
 
 Pure: what the trigger knows (the try that deferred, ``cancel_on_kill``) and what Airflow answered (the
 task instance's state now, the try that state is about, or no such task instance). The I/O around it is
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_durable.triggers.owned import TryAnswer, decide_on_kill
+from airflow_durable.engine.ownership import TryAnswer, may_cancel_on_kill
 
 CANCEL, KEEP = True, False
 
@@ -55,9 +56,9 @@ CANCEL, KEEP = True, False
         (1, TryAnswer("up_for_retry", None), KEEP, "reconnects"),
     ],
 )
-def test_decide_on_kill(my_try: int | None, answer: TryAnswer, expected: bool, why: str) -> None:
-    decision = decide_on_kill(my_try, answer)
-    assert decision.cancel is expected, decision
+def test_may_cancel_on_kill(my_try: int | None, answer: TryAnswer, expected: bool, why: str) -> None:
+    decision = may_cancel_on_kill(my_try, answer)
+    assert decision.allowed is expected, decision
     assert why in decision.reason, decision
 
 
@@ -77,9 +78,9 @@ MINE, OTHER = "01a2-mine", "01a2-other"
         (TryAnswer("running", 1, ti_id=OTHER), CANCEL, "re-created"),
     ],
 )
-def test_decide_on_kill_by_task_instance_id(answer: TryAnswer, expected: bool, why: str) -> None:
-    decision = decide_on_kill(1, answer, my_ti_id=MINE)
-    assert decision.cancel is expected, decision
+def test_may_cancel_on_kill_by_task_instance_id(answer: TryAnswer, expected: bool, why: str) -> None:
+    decision = may_cancel_on_kill(1, answer, my_ti_id=MINE)
+    assert decision.allowed is expected, decision
     assert why in decision.reason, decision
 
 
@@ -89,12 +90,12 @@ def test_decide_on_kill_by_task_instance_id(answer: TryAnswer, expected: bool, w
     ids=["marked", "marked-unknown-try", "gone", "re-created"],
 )
 def test_cancel_on_kill_false_never_cancels_and_says_so(answer: TryAnswer) -> None:
-    decision = decide_on_kill(1, answer, cancel_on_kill=False)
-    assert decision.cancel is False
+    decision = may_cancel_on_kill(1, answer, cancel_on_kill=False)
+    assert decision.allowed is False
     assert "cancel_on_kill=False" in decision.reason
 
 
 def test_a_decision_that_keeps_the_job_never_mentions_cancel_on_kill() -> None:
     # cancel_on_kill only matters where the policy would cancel.
-    decision = decide_on_kill(1, TryAnswer("deferred", 1), cancel_on_kill=False)
-    assert decision.cancel is False and "cancel_on_kill" not in decision.reason
+    decision = may_cancel_on_kill(1, TryAnswer("deferred", 1), cancel_on_kill=False)
+    assert decision.allowed is False and "cancel_on_kill" not in decision.reason

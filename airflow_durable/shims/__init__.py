@@ -40,6 +40,8 @@ __all__ = [
     "aset_xcom",
     "get_task_states",
     "triggerer_channel",
+    "trigger_task_portal",
+    "has_trigger_task_portal",
     "StateStore",
     "apply_defaults",
     "durable_span",
@@ -215,6 +217,28 @@ def triggerer_channel() -> Any:
         return None
     comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
     return comms if getattr(comms, "asend", None) is not None else None
+
+
+async def trigger_task_portal(wanted: bool) -> None:
+    """Give the current asyncio task greenback's portal when ``wanted`` (the task that started it had one).
+
+    Airflow 3's triggerer opens a portal in each trigger's task (``TriggerRunner.run_trigger``), so that a
+    trigger's sync SDK calls (``get_connection()``…) on the event loop's thread reach the supervisor; a
+    task that a trigger starts for its own work needs one too. Without greenback (Airflow 2), nothing."""
+    if not wanted:
+        return
+    import greenback  # an Airflow 3 triggerer dependency: `wanted` is only True where it was importable
+
+    await greenback.ensure_portal()
+
+
+def has_trigger_task_portal() -> bool:
+    """Whether the current asyncio task has greenback's portal (see `trigger_task_portal`)."""
+    try:
+        import greenback
+    except ImportError:
+        return False
+    return bool(greenback.has_portal())
 
 
 async def aset_xcom(dag_id: str, run_id: str, task_id: str, map_index: int, key: str, value: Any) -> None:

@@ -18,8 +18,9 @@ the trigger fired on the triggerer that took it over (the job ended), or it was 
 ends the older epoch's job itself before it submits (DESIGN §8); ``up_for_retry``, the retry reconnects.
 A cancel there would end a job that its owner still waits on.
 
-An answer counts only for the try it is about, and `decide_on_kill` (pure) compares that try with the
-one that deferred (``self.task_instance``: its id and try number). A newer try owns the job whatever its
+An answer counts only for the try it is about, and `may_cancel_on_kill` (pure, in
+`airflow_durable.engine.ownership` beside the engine's `may_cancel`) compares that try with the one that
+deferred (``self.task_instance``: its id and try number). A newer try owns the job whatever its
 state: it reconnected to it, or, as a new logical job, ends it itself. Airflow 3.3 tells a trigger a task
 instance's state but not which try that state belongs to (``GetTaskStates``; the runner cannot even decode
 the answer to ``GetPreviousTI``), so each wrapper leaves a note in its task instance's XComs when it starts
@@ -38,16 +39,18 @@ that cost is paid before any user acts, and the answer on a kill takes milliseco
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
+import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_durable import shims
+from airflow_durable.engine.ownership import TryAnswer, may_cancel_on_kill
 
-__all__ = ["DurableOwnedTrigger", "KillDecision", "TryAnswer", "decide_on_kill"]
+__all__ = ["TRY_NOTE_KEY", "DurableOwnedTrigger"]
 
 #: Attributes the triggerer sets on a trigger before running it; the wrapped trigger gets them too.
 _RUNTIME_ATTRIBUTES = ("trigger_id", "triggerer_job_id", "timeout_after", "asset_state_store")
@@ -58,9 +61,6 @@ _RUNTIME_ATTRIBUTES = ("trigger_id", "triggerer_job_id", "timeout_after", "asset
 _STATE_QUERY_TIMEOUT = 20.0
 #: The XCom in which a running wrapper notes which try deferred (see the module docstring).
 TRY_NOTE_KEY = "airflow_durable.deferred_try"
-#: Task-instance states from which no try runs again without a user's clear (which starts a new logical
-#: job): nothing waits on the job any more.
-ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 #: Notes being written, and kill decisions still at work after Airflow cancelled the ``on_kill`` that
 #: started them (see `on_kill`): the event loop keeps only weak references to its tasks.
 _BACKGROUND: set[asyncio.Task[Any]] = set()
@@ -73,98 +73,16 @@ def _in_background(coro: Any, name: str) -> asyncio.Task[Any]:
     return task
 
 
-@dataclass(frozen=True)
-class TryAnswer:
-    """What Airflow answered when a killed trigger asked about its task instance.
-
-    ``try_number`` (and ``ti_id``, where known) is the try the state is about, ``None`` where nothing
-    said; ``exists=False`` when Airflow knows no such task instance (its DAG run was deleted); ``error``
-    when there was no answer.
-    """
-
-    state: str | None = None
-    try_number: int | None = None
-    ti_id: str | None = None
-    exists: bool = True
-    error: str | None = None
+#: What `_next_event` returns when the provider trigger has no more events.
+_NO_MORE: Any = object()
 
 
-@dataclass(frozen=True)
-class KillDecision:
-    """Whether a killed trigger cancels its job, and why (logged as is)."""
-
-    cancel: bool
-    reason: str
-
-
-def decide_on_kill(
-    my_try: int | None,
-    answer: TryAnswer,
-    *,
-    my_ti_id: str | None = None,
-    cancel_on_kill: bool = True,
-) -> KillDecision:
-    """The owned trigger's kill policy (DESIGN §8: only the owner cancels, and a mark ends the job).
-
-    ``my_try``/``my_ti_id`` are the try that deferred (the trigger's own task instance), ``None`` if
-    unknown; ``answer`` is what Airflow said about the task instance *now*. Pure: no I/O, no clock.
-    """
-
-    def cancel(why: str) -> KillDecision:
-        if not cancel_on_kill:
-            return KillDecision(False, f"{why}; cancel_on_kill=False leaves the job running (still tracked)")
-        return KillDecision(True, why)
-
-    if answer.error is not None:
-        return KillDecision(
-            False, f"no answer about the task instance ({answer.error}); its record keeps tracking the job"
-        )
-    if not answer.exists:
-        return cancel("the task instance is gone (its DAG run was deleted): no try will wait on the job")
-    state, theirs = answer.state, answer.try_number
-    if my_ti_id is not None and answer.ti_id is not None:
-        if answer.ti_id == my_ti_id:
-            theirs = my_try  # this very try
-        elif my_try is not None and theirs is not None and theirs <= my_try:
-            return cancel(
-                f"the task instance was re-created (another try {theirs} than this trigger's try {my_try}: "
-                "its DAG run was deleted and run again): no try will wait on the job"
-            )
-    known = my_try is not None and theirs is not None
-    if my_try is not None and theirs is not None and theirs > my_try:
-        return KillDecision(
-            False,
-            f"superseded: try {theirs} ({state}) is newer than this trigger's try {my_try} and owns the "
-            "job (it reconnected to it, or as a new logical job ends it itself)",
-        )
-    if my_try is not None and theirs is not None and theirs < my_try:
-        return cancel(
-            f"the task instance was re-created (try {theirs} after this trigger's try {my_try}: its DAG "
-            "run was deleted and run again): no try will wait on the job"
-        )
-    about = f"try {my_try}" if known else "the task instance (which try is not known)"
-    if state in ENDED_STATES:
-        return cancel(f"{about} is {state}: a user ended it, nothing waits on the job")
-    if state == "deferred":
-        if known:
-            return KillDecision(
-                False,
-                f"{about} is still deferred: this trigger was handed to another triggerer, not killed by a "
-                "user (apache/airflow#73454)",
-            )
-        return KillDecision(False, f"{about} is deferred: a try waits on a job (this one or a newer one)")
-    if state is None or state == "restarting":
-        return KillDecision(
-            False,
-            f"{about} was cleared: the next try starts a new logical job and ends this job itself",
-        )
-    if state in ("up_for_retry", "up_for_reschedule"):
-        return KillDecision(False, f"{about} is {state}: the next try reconnects to the job")
-    return KillDecision(
-        False,
-        f"{about} is {state}: it resumed (the trigger fired on the triggerer that took it over) or runs "
-        "again, and decides itself",
-    )
+async def _next_event(events: AsyncIterator[TriggerEvent], portal: bool) -> Any:
+    await shims.trigger_task_portal(portal)
+    try:
+        return await events.__anext__()
+    except StopAsyncIteration:  # a task cannot end with it (asyncio treats it as an error)
+        return _NO_MORE
 
 
 def _load(classpath: str) -> type[BaseTrigger]:
@@ -245,11 +163,44 @@ class DurableOwnedTrigger(BaseTrigger):
                 setattr(self.inner, name, getattr(self, name))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        """The provider trigger's events, each awaited as a task of its own.
+
+        Airflow tells a user's action from a shutdown by the message of the ``CancelledError`` that reaches
+        ``run_trigger`` (only the user-action message leads to ``on_kill``). A cancel that lands while the
+        provider trigger awaits asgiref's ``sync_to_async`` (BigQuery polls through it, AWS builds its
+        client with it) comes out of it as a new ``CancelledError`` without the message, so ``on_kill``
+        never ran and a marked task's job ran on. Awaiting the provider trigger's next event as a separate
+        task, the cancel reaches this coroutine with its message intact; the provider trigger is then
+        cancelled in turn and the original error goes on to Airflow.
+        """
         self._hand_down()
         if shims.triggerer_channel() is not None and self._my_try()[0] is not None:
             _in_background(self._note_try(), f"airflow-durable-note-{self.run_id}")
-        async for event in self.inner.run():
-            yield event
+        portal = shims.has_trigger_task_portal()
+        events = self.inner.run().__aiter__()
+        loop = asyncio.get_running_loop()
+        step: asyncio.Task[Any] | None = None
+        try:
+            while True:
+                step = loop.create_task(
+                    _next_event(events, portal), name=f"airflow-durable-run-{self.run_id}"
+                )
+                try:
+                    await asyncio.wait({step})  # a cancel of this coroutine leaves `step` alone
+                except asyncio.CancelledError:
+                    step.cancel()
+                    await asyncio.wait({step})  # the provider trigger's own cancel handling, then Airflow's
+                    raise
+                event = step.result()
+                if event is _NO_MORE:
+                    return
+                yield event
+        finally:
+            if step is None or step.done():
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    with contextlib.suppress(Exception):
+                        await aclose()
 
     def _my_try(self) -> tuple[str | None, int | None]:
         """The id and try number of the try that deferred, as the triggerer handed them to this trigger."""
@@ -262,6 +213,7 @@ class DurableOwnedTrigger(BaseTrigger):
         """Note this try in the task instance's XComs (read back by `_ask_current_try`); off the trigger's
         path: the first write of a triggerer also builds its supervisor's execution API."""
         ti_id, try_number = self._my_try()
+        began = time.monotonic()
         try:
             await shims.aset_xcom(
                 self.dag_id,
@@ -275,6 +227,13 @@ class DurableOwnedTrigger(BaseTrigger):
             self.log.warning("could not note try %s of task %s: %s", try_number, self.owner_task_id, err)
             return
         self._noted = True
+        # The note's cost, per deferral (docs/dev/runtime-findings.md measures it on a real triggerer).
+        self.log.info(
+            "noted try %s of task %s in %.0f ms",
+            try_number,
+            self.owner_task_id,
+            (time.monotonic() - began) * 1000,
+        )
 
     def cleanup(self) -> Any:
         return self.inner.cleanup()
@@ -291,19 +250,22 @@ class DurableOwnedTrigger(BaseTrigger):
         await asyncio.shield(_in_background(self._kill(), f"airflow-durable-kill-{self.run_id}"))
 
     async def _kill(self) -> None:
+        began = time.monotonic()
         answer = await self._ask_current_try()
+        asked_ms = (time.monotonic() - began) * 1000
         my_ti_id, my_try = self._my_try()
         cancel_on_kill = bool((self.job or {}).get("cancel", True))
-        decision = decide_on_kill(my_try, answer, my_ti_id=my_ti_id, cancel_on_kill=cancel_on_kill)
+        decision = may_cancel_on_kill(my_try, answer, my_ti_id=my_ti_id, cancel_on_kill=cancel_on_kill)
         external_id = (self.job or {}).get("external_id")
         self.log.info(
-            "%s job %s of task %s: %s",
-            "cancelling" if decision.cancel else "not cancelling",
+            "%s job %s of task %s: %s (answered in %.0f ms)",
+            "cancelling" if decision.allowed else "not cancelling",
             external_id if self.job is not None else f"(known to {self.trigger_classpath})",
             self.owner_task_id,
             decision.reason,
+            asked_ms,
         )
-        if not decision.cancel:
+        if not decision.allowed:
             return
         if self.job is None:
             # A deferral of an earlier release: only the provider trigger knows its job.
