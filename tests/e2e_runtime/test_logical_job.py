@@ -88,6 +88,13 @@ SECOND_DAGS = ("lj_clear_on_success", "lj_triggerer_takeover", "lj_triggerer_tak
 #: the race as it comes, the others make the new trigger take the old one's id (see `s2a_trigger_id`).
 REUSE_DAGS = tuple(f"lj_trigger_id_{i}" for i in range(4))
 NATURAL_REUSE = 2
+#: Issue 22 (C), in the SQLite deployment: the triggerer's first mark (before the repetitions above) and a
+#: later one (after them).
+MARK_DAGS = ("lj_mark_failed_first", "lj_mark_failed_later")
+#: Seconds from a user's "mark failed" of a deferred task to the job's cancel. Airflow's own path takes
+#: about 2 s (the triggerer's clean_unused at the end of one loop, its load_triggers on the next, then the
+#: runner's cancel); before the fix the triggerer's first answer took 9-16 s more.
+MARK_TO_CANCEL_LIMIT = 6.0
 #: Seconds the emulator holds a forced repetition's second submit (the test acts meanwhile).
 HELD_SUBMIT = 8.0
 
@@ -141,7 +148,7 @@ def _database() -> str:
 
 DATABASE = _database()
 MAIN_ENV = {**BASE_ENV, "AFD_LJ_DAGS": ",".join(MAIN_DAGS)}
-REUSE_ENV = {**BASE_ENV, "AFD_LJ_DAGS": ",".join(REUSE_DAGS)}
+REUSE_ENV = {**BASE_ENV, "AFD_LJ_DAGS": ",".join((*REUSE_DAGS, *MARK_DAGS))}
 SECOND_ENV = {
     **BASE_ENV,
     "AFD_LJ_DAGS": ",".join(SECOND_DAGS),
@@ -543,6 +550,44 @@ def s2a_trigger_id(dep: Deployment, dbx: DatabricksEmulator, dag_id: str, forced
     return {dag_id: c.conclude()}
 
 
+def sC_mark_failed(dep: Deployment, dbx: DatabricksEmulator, dag_id: str) -> dict[str, Any]:
+    """Issue 22 (C): a user marks a deferred task failed; the owned trigger's ``on_kill`` asks Airflow
+    which try is current and cancels the job. Timed from the user's request to the cancel reaching
+    Databricks (the emulator's ledger), on SQLite with one triggerer, as the finding was measured."""
+    c = Case(dep, dbx, dag_id)
+    c.trigger()
+    c.wait_deferred(1)
+    run = c.latest()
+    marked = time.time()
+    actions.mark_task(dep, c.dag_id, c.run_id, TASK_ID, "failed")
+    c.result["mark_request_seconds"] = round(time.time() - marked, 2)
+    c.note("marked failed")
+    with contextlib.suppress(DeploymentError):
+        c.wait(lambda: run.cancelled, f"run {run.run_id} cancelled", 30, until_end=True)
+    cancels = [e.at for e in dbx.ledger.select(operation="runs/cancel") if e.external_id == run.run_id]
+    c.result["mark_to_cancel_seconds"] = round(min(cancels) - marked, 2) if cancels else None
+    c.note(f"run {run.run_id} cancelled after {c.result['mark_to_cancel_seconds']}s")
+    c.wait_end()
+    return {dag_id: c.conclude()}
+
+
+#: What the owned trigger logs (`airflow_durable.triggers.owned`): its note's and its kill answer's cost.
+_NOTED_RE = re.compile(r"noted try \d+ of task \S+ in (\d+) ms")
+_ANSWERED_RE = re.compile(r"job \S+ of task \S+: .*?\(answered in (\d+) ms\)")
+
+
+def trigger_timings(dep: Deployment) -> dict[str, list[int]]:
+    """Milliseconds of every owned trigger's note (one per deferral) and kill answer in the deployment's
+    trigger logs (``attempt=<n>.log.trigger.<id>.log``)."""
+    notes: list[int] = []
+    answers: list[int] = []
+    for path in sorted((dep.home / "logs").glob("dag_id=*/**/attempt=*.log.trigger.*.log")):
+        text = path.read_text(errors="replace")
+        notes += [int(m) for m in _NOTED_RE.findall(text)]
+        answers += [int(m) for m in _ANSWERED_RE.findall(text)]
+    return {"note_ms": notes, "answer_ms": answers}
+
+
 def settled_after_mark(c: Case) -> None:
     """Wait until the scheduler ended the DAG run whose only task a user marked (success or failed).
 
@@ -863,7 +908,7 @@ def run_main_deployment() -> dict[str, Any]:
                 }
             )
             _attach_logs(dep, results)
-            results["deployment"] = {"start_seconds": round(up, 1)}
+            results["deployment"] = {"start_seconds": round(up, 1), **trigger_timings(dep)}
         finally:
             stopping = time.monotonic()
             dep.stop()
@@ -899,7 +944,7 @@ def run_second_deployment() -> dict[str, Any]:
                 }
             )
             _attach_logs(dep, results)
-            results["deployment"] = {"start_seconds": round(up, 1)}
+            results["deployment"] = {"start_seconds": round(up, 1), **trigger_timings(dep)}
         finally:
             stopping = time.monotonic()
             dep.stop()
@@ -920,13 +965,17 @@ def run_reuse_deployment() -> dict[str, Any]:
     with _emulator() as dbx:
         dep = _deploy(REUSE_ENV, {}, database="sqlite")
         results: dict[str, Any] = {}
+        timings: dict[str, list[int]] = {}
         try:
-            _start(dep, REUSE_DAGS)
+            _start(dep, (*REUSE_DAGS, *MARK_DAGS))
+            results.update(_run_concurrently({MARK_DAGS[0]: (sC_mark_failed, (dep, dbx, MARK_DAGS[0]))}))
             for i, dag_id in enumerate(REUSE_DAGS):
                 results.update(
                     _run_concurrently({dag_id: (s2a_trigger_id, (dep, dbx, dag_id, i >= NATURAL_REUSE))})
                 )
+            results.update(_run_concurrently({MARK_DAGS[1]: (sC_mark_failed, (dep, dbx, MARK_DAGS[1]))}))
             _attach_logs(dep, results)
+            timings = trigger_timings(dep)
         finally:
             stopping = time.monotonic()
             dep.stop()
@@ -935,6 +984,7 @@ def run_reuse_deployment() -> dict[str, Any]:
             "stop_seconds": round(time.monotonic() - stopping, 1),
             "total_seconds": round(time.monotonic() - started, 1),
             "stray_pids": strays,
+            **timings,
         }
     return results
 
@@ -961,7 +1011,12 @@ def _once_per_test_run(
 def main(tmp_path_factory: Any) -> dict[str, Any]:
     results = _once_per_test_run("main", run_main_deployment, tmp_path_factory)
     SUMMARIES.append(
-        {"scenario": "logical job: main deployment", "seconds": results["deployment"]["total_seconds"]}
+        {
+            "scenario": "logical job: main deployment",
+            "seconds": results["deployment"]["total_seconds"],
+            "note_ms": results["deployment"].get("note_ms"),
+            "answer_ms": results["deployment"].get("answer_ms"),
+        }
     )
     return results
 
@@ -982,6 +1037,8 @@ def reuse(tmp_path_factory: Any) -> dict[str, Any]:
         {
             "scenario": "logical job: SQLite trigger-id deployment",
             "seconds": results["deployment"]["total_seconds"],
+            "note_ms": results["deployment"].get("note_ms"),
+            "answer_ms": results["deployment"].get("answer_ms"),
         }
     )
     return results
@@ -1079,7 +1136,6 @@ def test_2a_forced_repetitions_give_the_new_trigger_the_old_trigger_id(reuse: di
         assert r["new_trigger_id"] == r["old_trigger_id"] is not None, _why(r)
 
 
-@pytest.mark.xfail(strict=True, reason="engine fix pending: foreign event re-defers")
 def test_2a_clear_while_deferred_on_sqlite_never_fails_on_the_old_trigger_event(
     reuse: dict[str, Any],
 ) -> None:
@@ -1093,6 +1149,27 @@ def test_2a_clear_while_deferred_on_sqlite_never_fails_on_the_old_trigger_event(
         assert first in r["cancelled"], f"{dag_id}: the cleared try's run was not cancelled{w}"
         assert [t for t, _ in r["tries"]] == [1, 2], w
         _assert_new_job(r)
+
+
+def test_C_mark_failed_while_deferred_cancels_the_job_within_seconds(reuse: dict[str, Any]) -> None:
+    """Issue 22 (C): a user's mark failed of a deferred task ends its job within a few seconds, the
+    triggerer's first mark too (it waited 9-16 s on the triggerer's lazily built execution API before)."""
+    for dag_id in MARK_DAGS:
+        r = _get(reuse, dag_id)
+        w = _why(r)
+        assert r["final_state"] == "failed" and r["created"] == 1, w
+        assert r["runs"][0] in r["cancelled"], f"{dag_id}: the marked task's run was not cancelled{w}"
+        assert r["left_running"] == [], w
+        seconds = r["mark_to_cancel_seconds"]
+        assert seconds is not None and seconds <= MARK_TO_CANCEL_LIMIT, (
+            f"{dag_id}: {seconds}s from the mark to the cancel (limit {MARK_TO_CANCEL_LIMIT}s){w}"
+        )
+    SUMMARIES.append(
+        {
+            "scenario": "logical job C: mark failed -> cancel",
+            **{d: reuse[d]["mark_to_cancel_seconds"] for d in MARK_DAGS},
+        }
+    )
 
 
 def test_2b_mark_success_while_triggerer_stalled_then_clear_runs_a_new_job(main: dict[str, Any]) -> None:
