@@ -1052,7 +1052,7 @@ def _get(results: dict[str, Any], key: str) -> dict[str, Any]:
             f"scenario {key} produced no result; driver errors: {json.dumps(errors, indent=1)[:6000]}"
         )
     r = results[key]
-    shown = ("final_state", "runs", "cancelled", "decisions", "triggerer_stops")
+    shown = ("final_state", "runs", "cancelled", "decisions", "triggerer_stops", "mark_to_cancel_seconds")
     SUMMARIES.append(
         {
             "scenario": f"logical job {key}",
@@ -1164,12 +1164,6 @@ def test_C_mark_failed_while_deferred_cancels_the_job_within_seconds(reuse: dict
         assert seconds is not None and seconds <= MARK_TO_CANCEL_LIMIT, (
             f"{dag_id}: {seconds}s from the mark to the cancel (limit {MARK_TO_CANCEL_LIMIT}s){w}"
         )
-    SUMMARIES.append(
-        {
-            "scenario": "logical job C: mark failed -> cancel",
-            **{d: reuse[d]["mark_to_cancel_seconds"] for d in MARK_DAGS},
-        }
-    )
 
 
 def test_2b_mark_success_while_triggerer_stalled_then_clear_runs_a_new_job(main: dict[str, Any]) -> None:
