@@ -798,8 +798,9 @@ class DurableJobEngine:
         the user cleared the task (`Decision.NEW_EPOCH`), and duplicates of a crashed try's submission.
         A job whose status says it ended is dropped; an active one, or one whose status cannot be read,
         is cancelled and kept until a later try sees it ended (a cancel is a request); a token whose job
-        cannot be looked up is kept for `airflow-durable orphans`. This try read its record just now with its own task-instance id, so
-        it is the owner of the task instance's logical job, and these jobs are the record's to end.
+        cannot be looked up is kept for `airflow-durable orphans`. This try read its record just now with
+        its own task-instance id, so it is the owner of the task instance's logical job, and these jobs
+        are the record's to end.
         """
         record = the_plan.record
         entries: list[dict[str, Any]] = list(record.unended) if record is not None else []
