@@ -101,6 +101,7 @@ def test_sqlite_gives_a_new_trigger_the_id_of_the_newest_deleted_one(airflow_hom
 def test_postgresql_never_reuses_a_trigger_id(airflow_home: dict[str, str]) -> None:
     """The same rows on PostgreSQL: the id comes from a sequence, so a new trigger never takes a deleted
     one's id (the race of the test above cannot happen there)."""
+    pytest.importorskip("psycopg2", reason="needs the runtime extra's PostgreSQL driver (psycopg2-binary)")
     from airflow_durable.demo.deployment import DeploymentError, PostgresServer
 
     # Not pytest's tmp_path: run as root, the cluster belongs to the postgres user, who cannot traverse
