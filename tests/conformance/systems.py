@@ -11,7 +11,12 @@ import importlib
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.harness import TaskRunner
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,22 @@ class SystemCase:
             transport=self.trigger_transport,
             predicate=after_operator_reads if self.pre_defer_status_reads else None,
         )
+
+
+#: Both of an operator's paths, for ``@pytest.mark.parametrize("deferrable", PATHS)``.
+PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
+
+
+def runner_for(case: SystemCase, emulator: Any, deferrable: bool, **overrides: Any) -> TaskRunner:
+    """A task runner whose tries build ``case``'s operator against ``emulator``."""
+    from tests.harness import TaskRunner  # the harness imports Airflow; the case registry does not
+
+    return TaskRunner(lambda: case.make(emulator, deferrable, **overrides))
+
+
+def job_ids(case: SystemCase, emulator: Any) -> list[Any]:
+    """Every job the system created (idempotent replays that returned an existing job excluded)."""
+    return [entry.external_id for entry in case.submissions(emulator)]
 
 
 def _collect() -> list[SystemCase]:

@@ -14,15 +14,13 @@ import pytest
 
 from airflow_durable.engine import DurableEventError, DurableStateError, DurableStatusError
 from airflow_durable.testing.contracts import expect_violations
-from tests.conformance.systems import SystemCase
+from tests.conformance.systems import PATHS, SystemCase, runner_for
 from tests.harness import DURABLE, MemoryStateStore, TaskDeferred, TaskRunner, record_state
 
 pytestmark = pytest.mark.skipif(
     not DURABLE,
     reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py",
 )
-
-PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
 
 
 @pytest.fixture
@@ -34,10 +32,6 @@ def task_logs(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[st
         return "\n".join([caplog.text, captured.out, captured.err])
 
     return read
-
-
-def runner_for(case: SystemCase, emulator: Any, deferrable: bool, **overrides: Any) -> TaskRunner:
-    return TaskRunner(lambda: case.make(emulator, deferrable, **overrides))
 
 
 def expected_xcoms(case: SystemCase, deferrable: bool) -> frozenset[str]:

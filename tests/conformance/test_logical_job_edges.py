@@ -19,23 +19,13 @@ from typing import Any
 import pytest
 
 from airflow_durable.engine import RECORD_SCHEMA, RECORD_SCHEMA_V1, DurableStateError
-from tests.conformance.systems import SystemCase
+from tests.conformance.systems import PATHS, SystemCase, job_ids, runner_for
 from tests.harness import DURABLE, TaskRunner, record_state
 
 pytestmark = pytest.mark.skipif(
     not DURABLE,
     reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py",
 )
-
-PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
-
-
-def runner_for(case: SystemCase, emulator: Any, deferrable: bool, **overrides: Any) -> TaskRunner:
-    return TaskRunner(lambda: case.make(emulator, deferrable, **overrides))
-
-
-def job_ids(case: SystemCase, emulator: Any) -> list[Any]:
-    return [entry.external_id for entry in case.submissions(emulator)]
 
 
 def crash_once_submitted(runner: TaskRunner) -> None:
