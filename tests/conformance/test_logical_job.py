@@ -317,7 +317,7 @@ class _SupervisorComms:
     [
         ("deferred", False),  # the trigger was handed to another triggerer (apache/airflow#73454)
         ("queued", False),  # it fired there: the task resumes on the event
-        (None, False),  # cleared: the new try ends the older epoch's job itself (its own cells)
+        (None, True),  # cleared: a new logical job begins, this one's job ends now (finding 11)
         ("up_for_retry", False),  # the retry reconnects
         ("success", True),  # a user marked it: nothing waits on the job any more
         ("failed", True),
