@@ -128,6 +128,30 @@ class SystemCase:
             return self.foreign_event(real_event)
         return {**real_event, self.event_id_key: self.foreign_id}, str(self.foreign_id)
 
+    def is_submit(self, request: Any) -> bool:
+        """Whether ``request`` (as the emulator's fault plan sees it) is a submission of a job."""
+        path = str(request.path)
+        if request.method != "POST" or "cancel" in path.lower():
+            return False
+        if self.cancel_operation[:1].isupper():  # the AWS services: one path per operation
+            return any(path.endswith(f"/{op}") for op in self.submit_operations)
+        markers = {
+            "runs/submit": "runs/submit",
+            "run-now": "run-now",
+            "statements": "/statements",
+            "jobs.insert": "/jobs",
+            "jobs/run": "/run",
+            "jobs/rerun": "/rerun",
+        }
+        return any(markers.get(op, op) in path for op in self.submit_operations)
+
+    def lose_submit_answers(self, emulator: Any, times: int = 1) -> Any:
+        """The next ``times`` submissions take effect, but their answers are lost (a 5xx after the service
+        created the job); return the fault."""
+        return emulator.faults.add(
+            status=self.transient_status, times=times, after=True, predicate=self.is_submit
+        )
+
     def add_sync_status_fault(self, emulator: Any, status: int) -> Any:
         """Make the provider's sync wait fail on the status API until it gives up; return the fault."""
         method, path = self.status_call_sync or self.status_call
