@@ -866,15 +866,15 @@ class DurableJobEngine:
         found = self.durable_find_all(DurableToken(record.token, record.generation), context)
         if found:
             return [{**base, "external_id": job, "why": why} for job in found]
-        if not self.durable_converge_after_submit:
-            self.log.warning(
-                "task %s: a try of the previous clear epoch died while submitting with token %s; if that "
-                "submission reached the system, its job is not tracked by id (the record keeps the token)",
-                self.task_id,
-                record.token,
-            )
-            return [{**base, "external_id": None, "why": "interrupted while submitting, then cleared"}]
-        return []
+        # Nothing found by the token (or no way to look it up): the older try may still be inside its
+        # submit call (a SIGTERM does not stop it), so its job may appear later. The token is kept.
+        self.log.warning(
+            "task %s: a try of the previous clear epoch was submitting with token %s; if that submission "
+            "reached the system, its job is not tracked by id (the record keeps the token)",
+            self.task_id,
+            record.token,
+        )
+        return [{**base, "external_id": None, "why": "interrupted while submitting, then cleared"}]
 
     # ------------------------------------------------------------------ 5. I/O: submit, a generation a step
     def _submit_and_wait(
