@@ -18,6 +18,8 @@ __all__ = [
     "DOC_BLOCKS",
     "IDEMPOTENCY",
     "Idempotency",
+    "LOOKUPS",
+    "Lookup",
     "OPERATORS",
     "SYSTEMS",
     "SYSTEM_NAMES",
@@ -87,6 +89,35 @@ class Idempotency:
 
 
 @dataclass(frozen=True)
+class Lookup:
+    """Where a system's job carries its task instance's identity, and how a client finds it again (issue 23).
+
+    The identity is `airflow_durable.identity_tags.task_identity` (``afd-ti-<16 hex>``, 23 characters); the
+    operator's ``durable_find(identity)`` lists the task instance's jobs of every generation and clear epoch
+    with the call named here. Every text field is the documentation's answer, or starts with `SILENT` and
+    then says what the emulator assumes. ``tests/test_catalogue.py`` checks the emulators agree.
+    """
+
+    #: Where the identity travels in the submit request (merged with what the user set, never replacing it).
+    carrier: str
+    #: The most characters the carrier takes (``None``: no documented limit, or not implemented).
+    max_length: int | None
+    #: The characters the carrier accepts, in words.
+    characters: str
+    #: The list call ``durable_find`` makes, and what it filters on server-side (the rest: client-side).
+    list_call: str
+    #: Whether the list is eventually consistent, and its documented lag.
+    consistency: str
+    #: How long a finished job stays listable.
+    listed_for: str
+    #: ``False``: the system offers no way (then ``reason`` says why, and a test asserts the gap).
+    implemented: bool = True
+    reason: str = ""
+    #: The pages (and model files) the facts come from.
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Operator:
     """One durable operator and the provider operator it replaces with the same arguments."""
 
@@ -118,6 +149,11 @@ class Operator:
     def idempotency(self) -> Idempotency:
         """What the system documents about resubmitting this operator's job with the same token."""
         return IDEMPOTENCY[self.key]
+
+    @property
+    def lookup(self) -> Lookup:
+        """Where this operator's jobs carry their task instance's identity, and how they are found again."""
+        return LOOKUPS[self.key]
 
     @property
     def provider_qualname(self) -> str:
@@ -474,6 +510,145 @@ IDEMPOTENCY: dict[str, Idempotency] = {
         sources=(
             "dbt-labs/dbt-cloud-openapi-spec openapi-v2.yaml (TriggerRunRequestRequest.cause)",
             "https://docs.getdbt.com/dbt-cloud/api-v2#/operations/Trigger%20Job%20Run",
+        ),
+    ),
+}
+
+
+_NO_LAG = f"{SILENT}; the emulator lists a job at once (a test may set a lag)"
+LOOKUPS: dict[str, Lookup] = {
+    "airflow_durable.databricks_submit_run": Lookup(
+        carrier="`run_name` suffix ` [afd-ti-…]` (runs/submit takes no run tags)",
+        max_length=None,
+        characters=f"{SILENT} (any string)",
+        list_call="`GET jobs/runs/list?run_type=SUBMIT_RUN` (pages of at most 25, `page_token`), "
+        "run names matched client-side; bounded by `durable_lookup_runs`",
+        consistency=_NO_LAG,
+        listed_for="60 days (runs are removed after 60 days)",
+        sources=(
+            "databricks-sdk JobsAPI.submit (run_name), JobsAPI.list_runs (limit, page_token, run_type)",
+            "https://docs.databricks.com/api/workspace/jobs/listruns",
+        ),
+    ),
+    "airflow_durable.databricks_run_now": Lookup(
+        carrier="none",
+        max_length=None,
+        characters="",
+        list_call="`GET jobs/runs/list?job_id=…` lists the job's runs, but nothing in them names the task "
+        "instance",
+        consistency=SILENT,
+        listed_for="60 days (runs are removed after 60 days)",
+        implemented=False,
+        reason="run-now takes no run name and no tags; its only per-run field, `idempotency_token`, is "
+        "neither listed nor filterable (the run's parameters are the job's inputs: changing them changes "
+        "the job)",
+        sources=(
+            "databricks-sdk JobsAPI.run_now, BaseRun",
+            "https://docs.databricks.com/api/workspace/jobs/runnow",
+        ),
+    ),
+    "airflow_durable.snowflake_sql_api": Lookup(
+        carrier="`parameters.query_tag` of `POST /api/v2/statements` (`<identity> <token>`, after a "
+        "`QUERY_TAG` the hook's session parameters set)",
+        max_length=2000,
+        characters="any (QUERY_TAG: a string of up to 2000 characters)",
+        list_call="none in the SQL API: statements are found only by running SQL "
+        "(`INFORMATION_SCHEMA.QUERY_HISTORY`, 7 days; `ACCOUNT_USAGE.QUERY_HISTORY`, up to 45 minutes late)",
+        consistency="`ACCOUNT_USAGE.QUERY_HISTORY`: up to 45 minutes of latency",
+        listed_for="`INFORMATION_SCHEMA.QUERY_HISTORY`: 7 days; `ACCOUNT_USAGE`: 365 days",
+        implemented=False,
+        reason="the SQL API has no list or filter of statements; a lookup would be a statement of its "
+        "own on a warehouse (`QUERY_HISTORY` by query tag), which is not built",
+        sources=(
+            "snowflakedb/snowflake-rest-api-specs specifications/sqlapi.yaml (parameters.query_tag)",
+            "https://docs.snowflake.com/en/sql-reference/parameters#query-tag",
+            "https://docs.snowflake.com/en/sql-reference/functions/query_history",
+        ),
+    ),
+    "airflow_durable.bigquery_insert_job": Lookup(
+        carrier="job labels `airflow-durable-ti` (the identity) and `airflow-durable-token`, merged into the "
+        "configuration's labels",
+        max_length=63,
+        characters="label keys and values: lowercase letters, digits, underscores, dashes (keys start with "
+        "a letter); at most 64 labels",
+        list_call="`jobs.list` (`projection=full`, `minCreationTime`, pages by `pageToken`): it filters no "
+        "labels, so labels are matched client-side; bounded by `durable_lookup_jobs`",
+        consistency=_NO_LAG,
+        listed_for=f"{SILENT} in the discovery document; the console shows six months of job history",
+        sources=(
+            "BigQuery v2 discovery document (google-api-python-client): jobs.list, JobConfiguration.labels",
+            "https://cloud.google.com/bigquery/docs/labels-intro#requirements",
+        ),
+    ),
+    "airflow_durable.redshift_data": Lookup(
+        carrier="`StatementName`: `<identity> <token>`, then the statement name you set",
+        max_length=500,
+        characters="any (model: StatementNameString, max 500)",
+        list_call="`ListStatements(StatementName=<identity>, Status=ALL)`: a prefix match, so the identity "
+        "leads the name",
+        consistency=_NO_LAG,
+        listed_for="24 hours (statement metadata is kept 24 hours)",
+        sources=(
+            _AWS_MODEL,
+            "https://docs.aws.amazon.com/redshift-data/latest/APIReference/API_ListStatements.html",
+        ),
+    ),
+    "airflow_durable.emr_add_steps": Lookup(
+        carrier="every step's `Name`: `<your name> <identity> [<token> step i/n]`",
+        max_length=256,
+        characters="the model's XML-safe characters",
+        list_call="`ListSteps(ClusterId)`: newest first, 50 a page (`Marker`), names matched client-side",
+        consistency=_NO_LAG,
+        listed_for=f"{SILENT}: while the cluster lists its steps",
+        sources=(_AWS_MODEL, "https://docs.aws.amazon.com/emr/latest/APIReference/API_ListSteps.html"),
+    ),
+    "airflow_durable.emr_serverless_start_job": Lookup(
+        carrier="tags `airflow-durable-ti` and `airflow-durable-token`, and the identity at the end of the "
+        "job run's `name`",
+        max_length=256,
+        characters="name: 1-256 characters (pattern `.*\\S.*`); tag values: up to 256",
+        list_call="`ListJobRuns(applicationId, createdAtAfter)` (50 a page, `nextToken`): it filters no name "
+        "or tag, so names are matched client-side, then `GetJobRun` reads the tags of a match",
+        consistency=_NO_LAG,
+        listed_for=SILENT,
+        sources=(
+            _AWS_MODEL,
+            "https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_ListJobRuns.html",
+        ),
+    ),
+    "airflow_durable.emr_container": Lookup(
+        carrier="tags `airflow-durable-ti` and `airflow-durable-token`",
+        max_length=256,
+        characters="tag keys up to 128, values up to 256 characters",
+        list_call="`ListJobRuns(virtualClusterId, name)`: the job runs of the operator's name (their tags "
+        "and `clientToken` come with them), tags matched client-side",
+        consistency=_NO_LAG,
+        listed_for=SILENT,
+        sources=(
+            _AWS_MODEL,
+            "https://docs.aws.amazon.com/emr-on-eks/latest/APIReference/API_ListJobRuns.html",
+        ),
+    ),
+    "airflow_durable.batch": Lookup(
+        carrier="job tags `airflow-durable-ti` (beside the token's `airflow-durable-token`)",
+        max_length=256,
+        characters="tag keys up to 128, values up to 256 characters; at most 50 tags",
+        list_call="`ListJobs(jobQueue, filters=[JOB_NAME])` (every status), then `DescribeJobs` for the tags",
+        consistency=_NO_LAG,
+        listed_for=f"{SILENT}: Batch keeps finished jobs for a while (about 7 days in practice)",
+        sources=(_AWS_MODEL, "https://docs.aws.amazon.com/batch/latest/APIReference/API_ListJobs.html"),
+    ),
+    "airflow_durable.dbt_cloud_run_job": Lookup(
+        carrier="the run's `cause`: `<your reason> [<identity> <token>]` (a JSON cause gets two more keys)",
+        max_length=255,
+        characters=f"any ({SILENT}: the limit is the provider's DBT_CAUSE_MAX_LENGTH)",
+        list_call="`List Runs` (`job_definition_id`, `order_by=-created_at`, `include_related=trigger`, "
+        "pages of 100 by `offset`), causes matched client-side; bounded by `durable_lookup_runs`",
+        consistency=_NO_LAG,
+        listed_for=SILENT,
+        sources=(
+            "dbt-labs/dbt-cloud-openapi-spec openapi-v2.yaml (List Runs)",
+            "https://docs.getdbt.com/dbt-cloud/api-v2#/operations/List%20Runs",
         ),
     ),
 }
