@@ -27,10 +27,13 @@ __all__ = [
     "IDENTITY_PATTERN",
     "IDENTITY_TAG",
     "TOKEN_LABEL",
+    "TOKEN_TAG",
     "FoundJob",
     "identities_in",
     "identity_of",
     "is_identity",
+    "marker",
+    "marked_jobs",
     "task_identity",
 ]
 
@@ -38,8 +41,9 @@ __all__ = [
 IDENTITY_PATTERN = re.compile(r"afd-ti-[0-9a-f]{16}(?![0-9a-f])")
 _WHOLE = re.compile(r"afd-ti-[0-9a-f]{16}")
 
-#: The tag key (Batch, EMR Serverless, EMR on EKS) under which the identity travels.
+#: The tag keys (Batch, EMR Serverless, EMR on EKS) under which the identity and the token travel.
 IDENTITY_TAG = "airflow-durable-ti"
+TOKEN_TAG = "airflow-durable-token"
 #: The BigQuery label keys of the identity and the token (label keys: lower case, at most 63 characters).
 IDENTITY_LABEL = "airflow-durable-ti"
 TOKEN_LABEL = "airflow-durable-token"
@@ -72,6 +76,20 @@ def is_identity(value: Any) -> bool:
 def identities_in(text: str | None) -> set[str]:
     """Every identity in a text that carries one (a run name, a cause, a step name, a query tag)."""
     return set(IDENTITY_PATTERN.findall(text or ""))
+
+
+def marker(identity: str, token: str) -> str:
+    """The text a name or cause carries: ``[<identity> <token>]`` (both whole, in this order)."""
+    return f"[{identity} {token}]"
+
+
+_MARKED = re.compile(r"\[(afd-ti-[0-9a-f]{16}) (afd-[0-9a-f]{40}-g[0-9]+)[\] ]")
+
+
+def marked_jobs(text: str | None) -> list[tuple[str, str]]:
+    """Every ``(identity, token)`` marker in a text (`marker`, or the EMR step form ``[<identity> <token>
+    step i/n]``)."""
+    return _MARKED.findall(text or "")
 
 
 @dataclass(frozen=True)

@@ -10,19 +10,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["CAUSE_TOKEN_KEY", "cause_with_token", "marked_name"]
+__all__ = ["CAUSE_IDENTITY_KEY", "CAUSE_TOKEN_KEY", "cause_with_token", "marked_name"]
 
-#: The key the token goes under when the cause is a JSON object (OpenLineage parent-job injection).
+#: The keys the token and the task instance's identity go under when the cause is a JSON object
+#: (OpenLineage parent-job injection).
 CAUSE_TOKEN_KEY = "airflow_durable_token"
+CAUSE_IDENTITY_KEY = "airflow_durable_ti"
 
 
-def cause_with_token(reason: str | None, token: str, limit: int) -> str:
-    """The run ``cause`` carrying ``token``: at most ``limit`` characters, the token never cut.
+def cause_with_token(reason: str | None, token: str, limit: int, identity: str | None = None) -> str:
+    """The run ``cause`` carrying ``token`` (and ``identity``): at most ``limit`` characters, neither cut.
 
-    A plain reason gets `` [<token>]`` appended, truncated with ``...`` to make room. A JSON object
-    (what ``openlineage_inject_parent_job_info`` writes) gets the token as one more key, so consumers can
-    still parse it; if that does not fit, the ``root`` block is dropped (as the provider itself does),
-    and failing that the plain form is used.
+    A plain reason gets `` [<token>]`` (`` [<identity> <token>]``) appended, truncated with ``...`` to make
+    room. A JSON object (what ``openlineage_inject_parent_job_info`` writes) gets them as more keys, so
+    consumers can still parse it; if that does not fit, the ``root`` block is dropped (as the provider
+    itself does), and failing that the plain form is used.
     """
     text = reason or ""
     try:
@@ -31,10 +33,11 @@ def cause_with_token(reason: str | None, token: str, limit: int) -> str:
         parsed = None
     if isinstance(parsed, dict):
         for candidate in (parsed, {k: v for k, v in parsed.items() if k != "root"}):
-            serialized = json.dumps({**candidate, CAUSE_TOKEN_KEY: token}, separators=(",", ":"))
+            ours = {CAUSE_TOKEN_KEY: token, **({CAUSE_IDENTITY_KEY: identity} if identity else {})}
+            serialized = json.dumps({**candidate, **ours}, separators=(",", ":"))
             if len(serialized) <= limit:
                 return serialized
-    suffix = f" [{token}]"
+    suffix = f" [{identity} {token}]" if identity else f" [{token}]"
     room = limit - len(suffix)
     if room < 0:
         raise ValueError(f"token {token!r} does not fit in a {limit}-character cause")

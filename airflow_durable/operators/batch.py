@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError
+from airflow_durable.identity_tags import IDENTITY_TAG, identity_of
 from airflow_durable.operators import provider_required
 
 with provider_required(__name__):
@@ -62,7 +63,11 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
     durable_converge_after_submit: ClassVar[bool] = True
 
     def durable_submit(self, context: Context, token: DurableToken | None) -> str:
-        tags = {**(self.tags or {}), TOKEN_TAG: token.text} if token is not None else self.tags
+        tags = (
+            {**(self.tags or {}), TOKEN_TAG: token.text, IDENTITY_TAG: identity_of(context)}
+            if token is not None
+            else self.tags
+        )
         # Sets job_id (what on_kill terminates) and the job details link, as the provider does.
         with self.durable_overriding(tags=tags):
             self.submit_job(context)

@@ -25,6 +25,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError
+from airflow_durable.identity_tags import IDENTITY_LABEL, TOKEN_LABEL, identity_of
 from airflow_durable.operators import provider_required
 
 with provider_required(__name__):
@@ -98,6 +99,11 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
             return self.submit_job(context)
         hook = self._durable_hook()
         self._add_job_labels(hook)
+        labels = self.configuration.get("labels")
+        if labels is None or isinstance(labels, dict):
+            # Beside your labels and the provider's airflow-dag / airflow-task: jobs.list shows them.
+            ours = {IDENTITY_LABEL: identity_of(context), TOKEN_LABEL: token.text}
+            self.configuration["labels"] = {**(labels or {}), **ours}
         self.job_id = durable_job_id(self._configured_job_id, self.dag_id, self.task_id, token)
         self.log.info("Executing: %s", self.configuration)
         if self.sql:

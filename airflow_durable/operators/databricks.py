@@ -21,6 +21,7 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
+from airflow_durable.identity_tags import identity_of, marker
 from airflow_durable.operators import provider_required
 
 with provider_required(__name__):
@@ -68,10 +69,14 @@ class _DatabricksRunAdapter(DurableJobEngine):
     def _start_run(self, payload: dict[str, Any]) -> int:
         raise NotImplementedError
 
+    def _mark(self, payload: dict[str, Any], context: Context, token: DurableToken) -> None:
+        """Make the run findable by its task instance (`durable_find`); run-now has no field for it."""
+
     def durable_submit(self, context: Context, token: DurableToken | None) -> int:
         payload = self._payload(context)
         if token is not None:
             payload.setdefault("idempotency_token", token.text)
+            self._mark(payload, context, token)
         # A token of the user's own (idempotency_token= or json) is sent again by every DAG run.
         self.__dict__["_durable_users_token"] = token is not None and payload.get(
             "idempotency_token"
@@ -200,6 +205,11 @@ class DurableDatabricksSubmitRunOperator(_DatabricksRunAdapter, provider.Databri
 
     def _payload(self, context: Context) -> dict[str, Any]:
         return compat.submit_payload(self, context)
+
+    def _mark(self, payload: dict[str, Any], context: Context, token: DurableToken) -> None:
+        # runs/submit takes no tags: the run name you set stays, the marker follows it.
+        name = str(payload.get("run_name") or "").strip()
+        payload["run_name"] = f"{name} {marker(identity_of(context), token.text)}".lstrip()
 
     def _start_run(self, payload: dict[str, Any]) -> int:
         return self._hook.submit_run(payload)

@@ -20,6 +20,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, earliest_first, tokens_in
+from airflow_durable.identity_tags import identity_of
 from airflow_durable.operators import _text, provider_required
 from airflow_durable.operators._text import CAUSE_TOKEN_KEY
 
@@ -42,9 +43,12 @@ _NAMES = {
 }
 
 
-def cause_with_token(reason: str | None, token: str, limit: int = DBT_CAUSE_MAX_LENGTH) -> str:
-    """The run ``cause`` carrying ``token``, at most ``limit`` characters (see `_text.cause_with_token`)."""
-    return _text.cause_with_token(reason, token, limit)
+def cause_with_token(
+    reason: str | None, token: str, limit: int = DBT_CAUSE_MAX_LENGTH, identity: str | None = None
+) -> str:
+    """The run ``cause`` carrying ``token`` (and the task instance's ``identity``), at most ``limit``
+    characters (see `_text.cause_with_token`)."""
+    return _text.cause_with_token(reason, token, limit, identity)
 
 
 class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOperator):
@@ -120,7 +124,11 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
     def durable_submit(self, context: Context, token: DurableToken | None) -> int:
         self._durable_prepare(context)
         reason = self.trigger_reason
-        cause = cause_with_token(reason, token.text) if token is not None else reason
+        cause = (
+            cause_with_token(reason, token.text, identity=identity_of(context))
+            if token is not None
+            else reason
+        )
         # Upstream's own path: reuse_existing_run, retry_from_failure (/rerun/ on try > 1), /run/.
         with self.durable_overriding(trigger_reason=cause):
             self.run_id, job_run_url = self._get_or_trigger_run(context)

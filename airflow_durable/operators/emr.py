@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_durable import shims
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase, earliest_first
+from airflow_durable.identity_tags import IDENTITY_TAG, TOKEN_TAG, identity_of
 from airflow_durable.operators import provider_required
 from airflow_durable.operators._text import marked_name
 from airflow_durable.shims.aws import error_code
@@ -57,6 +58,8 @@ __all__ = [
 ]
 
 _STEP_NAME_MAX = 256
+#: botocore emr-serverless String256 (StartJobRun name).
+_JOB_RUN_NAME_MAX = 256
 # ListSteps accepts at most 10 StepIds per call.
 _LIST_STEPS_IDS_MAX = 10
 _NOT_FOUND = frozenset({"InvalidRequestException", "ResourceNotFoundException"})
@@ -118,7 +121,7 @@ class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator)
             log_uri=provider.get_log_uri(emr_client=self.hook.conn, job_flow_id=cluster_id),
         )
 
-    def _marked_steps(self, token: DurableToken) -> list[dict[str, Any]]:
+    def _marked_steps(self, token: DurableToken, identity: str) -> list[dict[str, Any]]:
         steps = self.steps
         if isinstance(steps, str):  # as the provider does: XCom or a .json file gives a string
             steps = ast.literal_eval(steps)
@@ -130,13 +133,15 @@ class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator)
         return [
             {
                 **step,
-                "Name": marked_name(step.get("Name"), f"[{token.text} step {i}/{count}]", _STEP_NAME_MAX),
+                "Name": marked_name(
+                    step.get("Name"), f"[{identity} {token.text} step {i}/{count}]", _STEP_NAME_MAX
+                ),
             }
             for i, step in enumerate(steps, start=1)
         ]
 
     def durable_submit(self, context: Context, token: DurableToken | None) -> list[str]:
-        steps = self._marked_steps(token) if token is not None else self.steps
+        steps = self._marked_steps(token, identity_of(context)) if token is not None else self.steps
         # The provider's own execute: resolves the cluster, pushes job_flow_id and links, injects
         # OpenLineage, adds the steps — without waiting (we wait in durable_poll / durable_defer).
         with self.durable_overriding(deferrable=False, wait_for_completion=False, steps=steps):
@@ -152,7 +157,8 @@ class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator)
         their first step's creation time, ties by the cluster's own step order. A set missing steps
         raises: ``AddJobFlowSteps`` adds all its steps or none, so someone changed the cluster.
         """
-        pattern = re.compile(rf"\[{re.escape(token.text)} step (\d+)/(\d+)\]$")
+        # Steps added before the identity was carried have no identity in the marker.
+        pattern = re.compile(rf"\[(?:afd-ti-[0-9a-f]{{16}} )?{re.escape(token.text)} step (\d+)/(\d+)\]$")
         listed: list[dict[str, Any]] = []
         # Marker by hand, not get_paginator: botocore loads the paginator model once per client, which
         # cost every task ~15 ms of its happy path (this lookup runs after every submit).
@@ -347,6 +353,16 @@ class DurableEmrServerlessStartJobOperator(DurableJobEngine, _ServerlessCompleti
                 # Left on the operator afterwards, as upstream leaves the name it generates; a later
                 # generation submitted by this same object gets its own name again.
                 self.name = self._durable_generated_name = f"emr_serverless_job_airflow_{token.uuid}"
+            # The job run carries its task instance's identity and token as tags, and the identity at the
+            # end of its name (ListJobRuns shows names, not tags). Your tags and name stay.
+            identity = identity_of(context)
+            config = dict(self.config or {})
+            config["tags"] = {**(config.get("tags") or {}), IDENTITY_TAG: identity, TOKEN_TAG: token.text}
+            if "name" in config:
+                config["name"] = marked_name(config["name"], identity, _JOB_RUN_NAME_MAX)
+            else:
+                overrides["name"] = marked_name(self.name, identity, _JOB_RUN_NAME_MAX)
+            overrides["config"] = config
         # The provider's own execute: starts the application if needed (it may defer on that and resume
         # into execute: the record says "submitting", so the resumed try submits with the same token),
         # then start_job_run and the links — without waiting.
@@ -466,8 +482,12 @@ class DurableEmrContainerOperator(DurableJobEngine, provider.EmrContainerOperato
 
     def durable_submit(self, context: Context, token: DurableToken | None) -> str:
         client_token = self._client_token(token) if token is not None else self.client_request_token
+        tags = self.tags
+        if token is not None:
+            # Your tags stay; ListJobRuns answers them with each run (durable_find).
+            tags = {**(self.tags or {}), IDENTITY_TAG: identity_of(context), TOKEN_TAG: token.text}
         with self.durable_overriding(
-            deferrable=False, wait_for_completion=False, client_request_token=client_token
+            deferrable=False, wait_for_completion=False, client_request_token=client_token, tags=tags
         ):
             job_id = provider.EmrContainerOperator.execute(self, context)
         self.job_id = job_id

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError
+from airflow_durable.identity_tags import identity_of
 from airflow_durable.operators import provider_required
 from airflow_durable.shims import aws as compat
 
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 __all__ = ["DurableRedshiftDataOperator"]
 
 _NOT_FOUND_CODES = frozenset({"ResourceNotFoundException", "ValidationException"})
+#: botocore redshift-data StatementNameString: at most 500 characters.
+_STATEMENT_NAME_MAX = 500
 
 
 class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperator):
@@ -59,8 +62,13 @@ class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperato
     durable_event_id_key = "statement_id"
 
     def durable_submit(self, context: Context, token: DurableToken | None) -> str:
-        # Sets statement_id (what on_kill cancels) and pushes session_id, as the provider does.
-        return compat.submit_statement(self, context, token.text if token is not None else None)
+        if token is None:
+            return compat.submit_statement(self, context, None)
+        # ListStatements matches a StatementName prefix: the identity leads, your name follows.
+        name = " ".join(p for p in (identity_of(context), token.text, self.statement_name) if p)
+        with self.durable_overriding(statement_name=name[:_STATEMENT_NAME_MAX]):
+            # Sets statement_id (what on_kill cancels) and pushes session_id, as the provider does.
+            return compat.submit_statement(self, context, token.text)
 
     def durable_status(self, external_id: str, context: Context) -> str:
         try:

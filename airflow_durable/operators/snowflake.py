@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import requests
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError
+from airflow_durable.identity_tags import identity_of
 from airflow_durable.operators import provider_required
 
 with provider_required(__name__):
@@ -74,6 +75,9 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
     # ------------------------------------------------------------------ submit
     def durable_submit(self, context: Context, token: DurableToken | None) -> list[str]:
         self.log.info("Executing: %s", self.sql)
+        # The statements carry their task instance's identity and token as their QUERY_TAG (upstream sends
+        # an empty one): QUERY_HISTORY finds them by it.
+        tag = {"query_tag": f"{identity_of(context)} {token.text}"} if token is not None else {}
         # The hook's own submission sends requestId (and retry=true) while durable_request_id is set.
         with self.durable_overriding(
             self._hook, durable_request_id=token.uuid if token is not None else None
@@ -84,6 +88,7 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
                 statement_count=self.statement_count,
                 bindings=self.bindings,
                 timeout=self.timeout,
+                **tag,
             )
         self.log.info("List of query ids %s", self.query_ids)
         return list(self.query_ids)

@@ -35,7 +35,7 @@ from airflow_durable.testing.aws import ACCOUNT_ID, AwsCall, AwsEmulator, AwsJob
 
 __all__ = ["EmrContainersEmulator", "EmrEmulator", "EmrServerlessEmulator"]
 
-_TOKEN_IN_NAME = re.compile(r"\[(afd-[0-9a-f]{40}-g\d+) step \d+/\d+\]$")
+_TOKEN_IN_NAME = re.compile(r"\[(?:afd-ti-[0-9a-f]{16} )?(afd-[0-9a-f]{40}-g\d+) step \d+/\d+\]$")
 
 
 def _moto_client(emulator: AwsEmulator, service: str) -> Any:

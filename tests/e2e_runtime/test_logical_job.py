@@ -180,7 +180,8 @@ class Case:
     # -- the emulator's view
     def runs(self) -> list[Any]:
         return sorted(
-            (r for r in list(self.dbx.runs.values()) if r.run_name == self.dag_id), key=lambda r: r.run_id
+            (r for r in list(self.dbx.runs.values()) if r.run_name.partition(" [afd-ti-")[0] == self.dag_id),
+            key=lambda r: r.run_id,
         )
 
     def latest(self) -> Any:

@@ -102,7 +102,11 @@ class Scenario:
             run = self.dbx.runs.get(int(raw))
         except (TypeError, ValueError):
             return False
-        return run is not None and run.run_name == self.dag_id and run.gets >= after_gets
+        return (
+            run is not None
+            and run.run_name.partition(" [afd-ti-")[0] == self.dag_id
+            and run.gets >= after_gets
+        )
 
     def fail_trigger_polls(self, status: int, times: int) -> Any:
         """Fail the trigger's (async) polls of this DAG's run from its third one on, ``times`` times.
@@ -126,7 +130,8 @@ class Scenario:
 
     def runs(self) -> list[Any]:
         return sorted(
-            (r for r in list(self.dbx.runs.values()) if r.run_name == self.dag_id), key=lambda r: r.run_id
+            (r for r in list(self.dbx.runs.values()) if r.run_name.partition(" [afd-ti-")[0] == self.dag_id),
+            key=lambda r: r.run_id,
         )
 
     # -- Airflow's view

@@ -112,7 +112,8 @@ class Harness:
 
     def runs(self, dag_id: str) -> list[Any]:
         return sorted(
-            (r for r in list(self.dbx.runs.values()) if r.run_name == dag_id), key=lambda r: r.run_id
+            (r for r in list(self.dbx.runs.values()) if r.run_name.partition(" [afd-ti-")[0] == dag_id),
+            key=lambda r: r.run_id,
         )
 
     def owns(self, dag_id: str, after_gets: int = 0) -> Any:
@@ -121,7 +122,11 @@ class Harness:
                 run = self.dbx.runs.get(int(request.params.get("run_id")))
             except (TypeError, ValueError):
                 return False
-            return run is not None and run.run_name == dag_id and run.gets >= after_gets
+            return (
+                run is not None
+                and run.run_name.partition(" [afd-ti-")[0] == dag_id
+                and run.gets >= after_gets
+            )
 
         return predicate
 
