@@ -445,6 +445,12 @@ class ScriptedEmulator:
         self._queued_lifecycles: list[list[str]] = []
         self.lifecycle = lifecycle
         self.jobs: dict[Any, Any] = {}
+        #: An eventually consistent list (issue 23): a new job is left out of list answers until this many
+        #: list calls that would have shown it were answered, and this many seconds after its creation.
+        #: Both 0 (the default): listed at once, as the catalogue assumes where the lag is not documented.
+        self.list_lag_reads = 0
+        self.list_lag_seconds = 0.0
+        self._list_reads: dict[Any, int] = {}
 
     def key(self, job_id: Any) -> Any:
         """The ``jobs`` key of an id as tests and requests spell it (default: the string)."""
@@ -477,6 +483,18 @@ class ScriptedEmulator:
         states = list(states)
         Lifecycle(states)  # validate now, not at the next submit
         return states
+
+    def listed(self, job: Any) -> bool:
+        """Whether a list answer shows ``job`` yet (see ``list_lag_reads`` / ``list_lag_seconds``); call it
+        once per list answer for every job that matches the call's filters."""
+        if job.expired:
+            return False
+        key = (type(job).__name__, job.id)
+        seen = self._list_reads.get(key, 0)
+        self._list_reads[key] = seen + 1
+        if seen < self.list_lag_reads:
+            return False
+        return time.time() - float(job.created_at) >= self.list_lag_seconds
 
     # ------------------------------------------------------------------ the service's contract
     def _contract(self) -> Any:

@@ -282,6 +282,9 @@ class AwsEmulator(ScriptedEmulator):
     uses_moto: ClassVar[bool] = True
     #: Error codes of injected faults by HTTP status, where the service differs from the AWS default.
     ERROR_CODES: ClassVar[Mapping[int, str]] = {}
+    #: List operations answered through moto whose answers follow ``list_lag_reads`` / ``list_lag_seconds``:
+    #: ``operation -> (the answer's list member, the entry's id member)``.
+    list_operations: ClassVar[Mapping[str, tuple[str, str]]] = {}
 
     def __init__(
         self,
@@ -474,6 +477,31 @@ class AwsEmulator(ScriptedEmulator):
         """The state a cancel moves an active job to (``None``: leave it to moto)."""
         return None
 
+    def is_listing(self, call: AwsCall) -> bool:
+        """Whether a list call lists (rather than reads jobs by id, e.g. ``ListSteps(StepIds)``)."""
+        return True
+
+    def job_listed_as(self, entry_id: str) -> AwsJob | None:
+        """The job a list entry shows (default: the job of that id)."""
+        return self.jobs.get(entry_id)
+
+    def _lag_list(self, call: AwsCall, response: Response) -> Response:
+        """Leave out the jobs a lagging list does not show yet (see `ScriptedEmulator.listed`)."""
+        member, id_member = self.list_operations[call.operation]
+        body = self._answer_json(response)
+        if not isinstance(body, dict) or not isinstance(body.get(member), list):
+            return response
+        verdicts: dict[int, bool] = {}
+        kept = []
+        for entry in body[member]:
+            job = self.job_listed_as(str(entry.get(id_member)))
+            if job is not None and id(job) not in verdicts:
+                verdicts[id(job)] = self.listed(job)
+            if job is None or verdicts[id(job)]:
+                kept.append(entry)
+        body[member] = kept
+        return Response(response.status, headers=dict(response.headers), raw=json.dumps(body).encode())
+
     def is_terminal(self, state: str) -> bool:
         return False
 
@@ -575,6 +603,8 @@ class AwsEmulator(ScriptedEmulator):
                 response = self._forward(request)
             if response.status >= 300:
                 return response
+            if operation in self.list_operations and self.is_listing(call):
+                response = self._lag_list(call, response)
             if operation in self.status_operations:
                 response = self.rewrite_status(call, response)
             if operation in self.submit_operations:

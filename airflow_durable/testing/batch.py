@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from airflow_durable.testing._core import FaultPlan, Ledger, Response
@@ -50,6 +50,7 @@ class BatchEmulator(AwsEmulator):
     submit_operations = frozenset({"SubmitJob"})
     status_operations = frozenset({"DescribeJobs"})
     cancel_operations = frozenset({"TerminateJob", "CancelJob"})
+    list_operations: ClassVar[Mapping[str, tuple[str, str]]] = {"ListJobs": ("jobSummaryList", "jobId")}
     ERROR_CODES: ClassVar[dict[int, str]] = {400: "TooManyRequestsException", 429: "TooManyRequestsException"}
 
     def __init__(

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,6 +60,14 @@ DEFAULT_LOCATION = "US"
 #: BigQuery job ids: letters, digits, underscores and dashes, at most 1024 characters.
 MAX_JOB_ID_LENGTH = 1024
 _JOB_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+#: Label requirements (https://cloud.google.com/bigquery/docs/labels-intro#requirements): at most 64 labels;
+#: keys 1-63 characters starting with a lowercase letter, values 0-63; lowercase letters, digits, ``_``
+#: and ``-`` (international letters too, which the emulator does not model).
+MAX_LABELS = 64
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+#: jobs.list: at most this many jobs a page when maxResults is not given (the emulator's choice).
+DEFAULT_LIST_PAGE = 50
 _API = "/bigquery/v2"
 
 _STATUS_NAMES = {
@@ -142,6 +151,7 @@ class BigQueryEmulator(HttpEmulator):
         (method, _API + pattern, handler)
         for method, pattern, handler in (
             ("POST", "/projects/{project}/jobs", "_insert"),
+            ("GET", "/projects/{project}/jobs", "_list"),
             ("GET", "/projects/{project}/jobs/{job_id}", "_get"),
             ("POST", "/projects/{project}/jobs/{job_id}/cancel", "_cancel"),
             ("GET", "/projects/{project}/queries/{job_id}", "_query_results"),
@@ -279,6 +289,7 @@ class BigQueryEmulator(HttpEmulator):
                 f'Invalid job ID "{job_id}". Job IDs must be alphanumeric (plus underscores and dashes) '
                 "and must be at most 1024 characters long.",
             )
+        self._check_labels((body.get("configuration") or {}).get("labels"))
         existing = self.jobs.get(job_id)
         if existing is not None and not existing.expired:
             # A caller-chosen job id is BigQuery's idempotency key: the second insert is refused.
@@ -301,6 +312,62 @@ class BigQueryEmulator(HttpEmulator):
         )
         # jobs.insert answers with the job as it is now, without advancing its script.
         return self._job_json(job, job.state)
+
+    @staticmethod
+    def _check_labels(labels: Any) -> None:
+        if labels is None:
+            return
+        if not isinstance(labels, dict) or len(labels) > MAX_LABELS:
+            raise _error(400, "invalid", f"Labels must be a map of at most {MAX_LABELS} entries.")
+        for key, value in labels.items():
+            if not _LABEL_KEY.match(str(key)) or not isinstance(value, str) or not _LABEL_VALUE.match(value):
+                raise _error(
+                    400,
+                    "invalid",
+                    f"Label {key}={value!r} is invalid: keys and values are lowercase letters, numbers, "
+                    "underscores and dashes, at most 63 characters; keys start with a letter.",
+                )
+
+    def _list(self, request: Request) -> Any:
+        """``jobs.list``: the project's jobs, newest first, filtered by creation time and state as the
+        discovery document declares (no label filter); pages by ``pageToken``. Listing does not advance a
+        job's script."""
+        params = request.params
+        project = request.path_params["project"]
+        states = params.get("stateFilter") or []
+        states = {str(s).upper() for s in ([states] if isinstance(states, str) else states)}
+        low, high = params.get("minCreationTime"), params.get("maxCreationTime")
+        found = []
+        for job in sorted(self.jobs.values(), key=lambda j: (j.created_at, j.id), reverse=True):
+            head = split_state(job.state)[0]
+            if job.project != project or (states and head not in states):
+                continue
+            if low not in (None, "") and job.created < int(low):
+                continue
+            if high not in (None, "") and job.created > int(high):
+                continue
+            if self.listed(job):
+                found.append(job)
+        size = int(params.get("maxResults") or DEFAULT_LIST_PAGE)
+        offset = int(params.get("pageToken") or 0)
+        minimal = str(params.get("projection") or "minimal").lower() == "minimal"
+        entries = []
+        for job in found[offset : offset + size]:
+            full = self._job_json(job, job.state)
+            entry = {
+                key: full[key]
+                for key in ("id", "jobReference", "status", "statistics", "configuration", "user_email")
+            }
+            entry.update({"kind": "bigquery#job", "state": full["status"]["state"]})
+            if "errorResult" in full["status"]:
+                entry["errorResult"] = full["status"]["errorResult"]
+            if minimal:
+                del entry["configuration"]
+            entries.append(entry)
+        body: dict[str, Any] = {"kind": "bigquery#jobList", "etag": f"jobs-{len(found)}", "jobs": entries}
+        if offset + size < len(found):
+            body["nextPageToken"] = str(offset + size)
+        return body
 
     def _get(self, request: Request) -> Any:
         job = self._live_job(request)

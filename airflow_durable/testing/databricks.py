@@ -36,6 +36,9 @@ DEFAULT_LIFECYCLE: tuple[str, ...] = ("PENDING", "RUNNING", "TERMINATED:SUCCESS"
 TERMINAL_LIFE_CYCLE_STATES = frozenset({"TERMINATED", "SKIPPED", "INTERNAL_ERROR"})
 #: Databricks rejects longer idempotency tokens (Jobs API docs: "at most 64 characters").
 MAX_TOKEN_LENGTH = 64
+#: runs/list: "limit ... must be greater than 0 and less than 25" (JobsAPI.list_runs); 0 means the maximum.
+MAX_LIST_LIMIT = 25
+DEFAULT_LIST_LIMIT = 20
 _ERROR_CODES = {
     400: "INVALID_PARAMETER_VALUE",
     401: "UNAUTHENTICATED",
@@ -49,6 +52,7 @@ _ENDPOINTS = (
     ("POST", "jobs/runs/submit", "_submit"),
     ("POST", "jobs/run-now", "_run_now"),
     ("GET", "jobs/runs/get", "_get"),
+    ("GET", "jobs/runs/list", "_list_runs"),
     ("GET", "jobs/runs/get-output", "_get_output"),
     ("POST", "jobs/runs/cancel", "_cancel"),
     ("POST", "jobs/runs/cancel-all", "_cancel_all"),
@@ -357,6 +361,62 @@ class DatabricksEmulator(HttpEmulator):
         state = self.read(run)
         include_history = str(request.params.get("include_history", "")).lower() in ("true", "1")
         return self._run_json(run, state, include_history)
+
+    @staticmethod
+    def _flag(request: Request, name: str) -> bool:
+        return str(request.params.get(name, "")).lower() in ("true", "1")
+
+    def _list_runs(self, request: Request) -> dict[str, Any]:
+        """``runs/list``: newest first by start time, filtered as JobsAPI.list_runs documents; listing does
+        not advance a run's script. Pages by ``page_token`` (or the deprecated ``offset``)."""
+        params = request.params
+        active_only, completed_only = (
+            self._flag(request, "active_only"),
+            self._flag(request, "completed_only"),
+        )
+        if active_only and completed_only:
+            raise _error(
+                400, "INVALID_PARAMETER_VALUE", "active_only and completed_only cannot both be true."
+            )
+        limit = int(params.get("limit") or 0) or DEFAULT_LIST_LIMIT
+        if params.get("limit") in (0, "0"):
+            limit = MAX_LIST_LIMIT
+        if not 0 < limit <= MAX_LIST_LIMIT:
+            raise _error(400, "INVALID_PARAMETER_VALUE", f"limit must be between 1 and {MAX_LIST_LIMIT}.")
+        job_id = params.get("job_id")
+        run_type = params.get("run_type")
+        start_from, start_to = params.get("start_time_from"), params.get("start_time_to")
+        runs = []
+        for run in sorted(self.jobs.values(), key=lambda r: (r.start_time, r.run_id), reverse=True):
+            if job_id not in (None, "") and run.job_id != int(job_id):
+                continue
+            if run_type and ("JOB_RUN" if run.operation == "run-now" else "SUBMIT_RUN") != run_type:
+                continue
+            if (active_only and run.is_terminal) or (completed_only and not run.is_terminal):
+                continue
+            if start_from not in (None, "") and run.start_time < int(start_from):
+                continue
+            if start_to not in (None, "") and run.start_time > int(start_to):
+                continue
+            if self.listed(run):
+                runs.append(run)
+        offset = int(params.get("page_token") or params.get("offset") or 0)
+        page = runs[offset : offset + limit]
+        expand = self._flag(request, "expand_tasks")
+        body: dict[str, Any] = {"has_more": offset + limit < len(runs)}
+        if page:
+            listed = []
+            for run in page:
+                run_json = self._run_json(run, run.state, include_history=False)
+                if not expand:
+                    del run_json["tasks"]
+                listed.append(run_json)
+            body["runs"] = listed
+        if body["has_more"]:
+            body["next_page_token"] = str(offset + limit)
+        if offset > 0:
+            body["prev_page_token"] = str(max(offset - limit, 0))
+        return body
 
     def _get_output(self, request: Request) -> dict[str, Any]:
         run_id = self._int_param(request, "run_id")

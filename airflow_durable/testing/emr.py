@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from airflow_durable.testing._core import Response
@@ -78,6 +79,7 @@ class EmrEmulator(AwsEmulator):
     submit_operations: ClassVar[frozenset[str]] = frozenset({"AddJobFlowSteps"})
     status_operations: ClassVar[frozenset[str]] = frozenset({"ListSteps", "DescribeStep"})
     cancel_operations: ClassVar[frozenset[str]] = frozenset({"CancelSteps"})
+    list_operations: ClassVar[Mapping[str, tuple[str, str]]] = {"ListSteps": ("Steps", "Id")}
     TERMINAL: ClassVar[frozenset[str]] = frozenset({"COMPLETED", "FAILED", "CANCELLED", "INTERRUPTED"})
     CLUSTER_NAME: ClassVar[str] = "durable-emr-cluster"
 
@@ -169,6 +171,12 @@ class EmrEmulator(AwsEmulator):
     def cancel_ids(self, call: AwsCall) -> list[str]:
         return self._jobs_with(list(call.params.get("StepIds") or []))
 
+    def is_listing(self, call: AwsCall) -> bool:
+        return not call.params.get("StepIds")
+
+    def job_listed_as(self, entry_id: str) -> AwsJob | None:
+        return next((self.jobs[job_id] for job_id in self._jobs_with([entry_id])), None)
+
     def step_ids(self, job_id: str) -> list[str]:
         """The step ids of one ``AddJobFlowSteps`` job (the operator's external id)."""
         return str(job_id).split(",")
@@ -208,6 +216,7 @@ class EmrServerlessEmulator(AwsEmulator):
     cancel_operations: ClassVar[frozenset[str]] = frozenset({"CancelJobRun"})
     native_token_param: ClassVar[str | None] = "clientToken"
     TERMINAL: ClassVar[frozenset[str]] = frozenset({"SUCCESS", "FAILED", "CANCELLED"})
+    list_operations: ClassVar[Mapping[str, tuple[str, str]]] = {"ListJobRuns": ("jobRuns", "id")}
 
     application_id: str = ""
 
@@ -297,6 +306,7 @@ class EmrContainersEmulator(AwsEmulator):
     cancel_operations: ClassVar[frozenset[str]] = frozenset({"CancelJobRun"})
     native_token_param: ClassVar[str | None] = "clientToken"
     TERMINAL: ClassVar[frozenset[str]] = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
+    list_operations: ClassVar[Mapping[str, tuple[str, str]]] = {"ListJobRuns": ("jobRuns", "id")}
 
     virtual_cluster_id: str = ""
 

@@ -211,9 +211,13 @@ class RedshiftDataEmulator(AwsEmulator):
         return {"Status": job.reported not in TERMINAL_STATES}
 
     def _list(self, call: AwsCall) -> dict[str, Any]:
+        """``ListStatements``: newest first; ``StatementName`` is a prefix match (the API reference); pages of
+        ``MaxResults`` (0-100, 0: the service's choice) by ``NextToken``; follows the list lag."""
         params = call.params
         name = params.get("StatementName")
         status = params.get("Status", "ALL")
+        size = int(params.get("MaxResults") or 100)
+        offset = int(params.get("NextToken") or 0)
         found = []
         for job in sorted(self.jobs.values(), key=lambda j: j.created_at, reverse=True):
             if job.expired:
@@ -222,6 +226,8 @@ class RedshiftDataEmulator(AwsEmulator):
             if name and not (statement_name or "").startswith(name):
                 continue
             if status != "ALL" and job.reported != status:
+                continue
+            if not self.listed(job):
                 continue
             entry = {
                 "Id": job.job_id,
@@ -236,4 +242,7 @@ class RedshiftDataEmulator(AwsEmulator):
             if statement_name:
                 entry["StatementName"] = statement_name
             found.append(entry)
-        return {"Statements": found}
+        answer: dict[str, Any] = {"Statements": found[offset : offset + size]}
+        if offset + size < len(found):
+            answer["NextToken"] = str(offset + size)
+        return answer

@@ -32,6 +32,7 @@ ROUTES: dict[tuple[str, str], tuple[str, str | None]] = {
     ("POST", "jobs/runs/submit"): ("submit", "SubmitRunResponse"),
     ("POST", "jobs/run-now"): ("run_now", "RunNowResponse"),
     ("GET", "jobs/runs/get"): ("get_run", "Run"),
+    ("GET", "jobs/runs/list"): ("list_runs", "ListRunsResponse"),
     ("GET", "jobs/runs/get-output"): ("get_run_output", "RunOutput"),
     ("POST", "jobs/runs/cancel"): ("cancel_run", None),
     ("POST", "jobs/runs/cancel-all"): ("cancel_all_runs", None),
