@@ -20,10 +20,11 @@ How Batch submits, reports, classifies, defers and returns — the durable logic
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError
-from airflow_durable.identity_tags import IDENTITY_TAG, identity_of
+from airflow_durable.identity_tags import IDENTITY_TAG, FoundJob, identity_of
 from airflow_durable.operators import provider_required
 
 with provider_required(__name__):
@@ -102,6 +103,38 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
         if jobs:
             self.log.info("task %s: jobs carrying token %s: %s", self.task_id, token.text, jobs)
         return jobs
+
+    def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
+        """This task instance's jobs of every generation and clear epoch, earliest first.
+
+        ``ListJobs`` by the job name (every status) on the job queue, then ``DescribeJobs`` (100 at a time)
+        for the identity tag: job summaries carry no tags.
+        """
+        client: Any = self.hook.client
+        kwargs: dict[str, Any] = {
+            "jobQueue": self.job_queue,
+            "filters": [{"name": "JOB_NAME", "values": [self.job_name]}],
+        }
+        found: list[FoundJob] = []
+        while True:
+            page = client.list_jobs(**kwargs)
+            ids = [summary["jobId"] for summary in page.get("jobSummaryList", [])]
+            for start in range(0, len(ids), 100):
+                for job in client.describe_jobs(jobs=ids[start : start + 100]).get("jobs", []):
+                    tags = job.get("tags") or {}
+                    if tags.get(IDENTITY_TAG) != identity:
+                        continue
+                    created = job.get("createdAt")
+                    when = dt.datetime.fromtimestamp(created / 1000, dt.UTC) if created else None
+                    found.append(
+                        FoundJob(str(job["jobId"]), str(job.get("status")), when, tags.get(TOKEN_TAG))
+                    )
+            if not page.get("nextToken"):
+                break
+            kwargs["nextToken"] = page["nextToken"]
+        return sorted(
+            found, key=lambda job: (job.created_at or dt.datetime.max.replace(tzinfo=dt.UTC), job.id)
+        )
 
     def durable_status(self, external_id: str, context: Context) -> str:
         # Not hook.get_job_description: it retries a missing job status_retries times with back-off.

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError
-from airflow_durable.identity_tags import IDENTITY_LABEL, TOKEN_LABEL, identity_of
+from airflow_durable.identity_tags import IDENTITY_LABEL, TOKEN_LABEL, FoundJob, identity_of
 from airflow_durable.operators import provider_required
 
 with provider_required(__name__):
@@ -137,6 +137,30 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
             return None
         created: dt.datetime | None = job.created
         return created
+
+    #: How many of the project's newest jobs `durable_find` reads before giving up.
+    durable_lookup_jobs: ClassVar[int] = 1000
+
+    def durable_find(
+        self, identity: str, context: Context | None = None, since: dt.datetime | None = None
+    ) -> list[FoundJob]:
+        """This task instance's jobs of every generation and clear epoch, newest first.
+
+        ``jobs.list`` filters no labels: the project's newest jobs (created after ``since``, at most
+        ``durable_lookup_jobs``) are read with their configuration and matched on the identity label.
+        Status is what ``durable_status`` reports (the state, or ``success`` / ``error`` once done).
+        """
+        client = self._durable_hook().get_client(project_id=self.project_id, location=self.location)
+        found: list[FoundJob] = []
+        for job in client.list_jobs(
+            project=self.project_id, max_results=self.durable_lookup_jobs, min_creation_time=since
+        ):
+            labels = getattr(job, "labels", None) or {}
+            if labels.get(IDENTITY_LABEL) != identity:
+                continue
+            status = str(job.state) if job.state != "DONE" else ("error" if job.error_result else "success")
+            found.append(FoundJob(job.job_id, status, job.created, labels.get(TOKEN_LABEL)))
+        return found
 
     def durable_parse_id(self, value: Any) -> str:
         if not isinstance(value, str) or not _JOB_ID.match(value):  # stricter than the default

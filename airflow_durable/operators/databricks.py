@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow_durable import catalogue
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
-from airflow_durable.identity_tags import identity_of, marker
+from airflow_durable.identity_tags import FoundJob, identity_of, marked_jobs, marker
 from airflow_durable.operators import provider_required
 
 with provider_required(__name__):
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
     from airflow_durable.engine import DurableToken
 
 __all__ = ["DurableDatabricksRunNowOperator", "DurableDatabricksSubmitRunOperator"]
+
+#: runs/list: "limit ... must be greater than 0 and less than 25" (databricks-sdk JobsAPI.list_runs).
+_LIST_LIMIT = 24
+_LIST_RUNS_ENDPOINT = ("GET", "2.2/jobs/runs/list")
 
 #: The provider's ``runs/get`` reads, and the field of the run each returns (``None``: the whole run).
 _RUN_READS = {"get_run": None, "get_job_id": "job_id", "get_run_page_url": "run_page_url"}
@@ -125,6 +130,10 @@ class _DatabricksRunAdapter(DurableJobEngine):
     def durable_cancel(self, external_id: int) -> None:
         self._hook.cancel_run(external_id)
 
+    def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
+        """This task instance's runs of every generation and clear epoch, newest first (`FoundJob`s)."""
+        raise NotImplementedError(f"{type(self).__name__}: {catalogue.LOOKUPS[self.external_id_key].reason}")
+
     @contextlib.contextmanager
     def _known_run(self, run_id: int) -> Iterator[None]:
         """While the provider's handler runs, its first ``runs/get`` reads of ``run_id`` (``get_job_id``,
@@ -205,6 +214,43 @@ class DurableDatabricksSubmitRunOperator(_DatabricksRunAdapter, provider.Databri
 
     def _payload(self, context: Context) -> dict[str, Any]:
         return compat.submit_payload(self, context)
+
+    #: How many of the workspace's newest one-time runs `durable_find` reads (pages of 24) before giving up.
+    durable_lookup_runs: ClassVar[int] = 500
+
+    def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
+        """This task instance's runs of every generation and clear epoch, newest first.
+
+        ``runs/list`` filters no names: the workspace's one-time runs are read newest first (at most
+        ``durable_lookup_runs``) and matched on the ``[<identity> <token>]`` marker in their name.
+        """
+        found: list[FoundJob] = []
+        params: dict[str, Any] = {"run_type": "SUBMIT_RUN", "limit": _LIST_LIMIT}
+        read = 0
+        while read < self.durable_lookup_runs:
+            page = self._hook._do_api_call(_LIST_RUNS_ENDPOINT, dict(params))
+            runs = page.get("runs") or []
+            read += len(runs)
+            for run in runs:
+                tokens = [t for i, t in marked_jobs(run.get("run_name")) if i == identity]
+                if not tokens:
+                    continue
+                state = run.get("state") or {}
+                started = run.get("start_time")
+                found.append(
+                    FoundJob(
+                        id=int(run["run_id"]),
+                        status=f"{state.get('life_cycle_state')}:{state.get('result_state') or ''}",
+                        created_at=dt.datetime.fromtimestamp(started / 1000, dt.UTC)
+                        if isinstance(started, int) and started > 0
+                        else None,
+                        token=tokens[0],
+                    )
+                )
+            if not page.get("has_more") or not page.get("next_page_token"):
+                break
+            params["page_token"] = page["next_page_token"]
+        return found
 
     def _mark(self, payload: dict[str, Any], context: Context, token: DurableToken) -> None:
         # runs/submit takes no tags: the run name you set stays, the marker follows it.

@@ -20,7 +20,8 @@ import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, earliest_first, tokens_in
-from airflow_durable.identity_tags import identity_of
+from airflow_durable.engine.identity import parse_time
+from airflow_durable.identity_tags import FoundJob, identities_in, identity_of
 from airflow_durable.operators import _text, provider_required
 from airflow_durable.operators._text import CAUSE_TOKEN_KEY
 
@@ -171,6 +172,50 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         if run_ids:
             self.log.info("task %s: runs carrying token %s: %s", self.task_id, token.text, run_ids)
         return run_ids
+
+    def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
+        """This task instance's runs of every generation and clear epoch, newest first.
+
+        Reads the job's newest ``durable_lookup_runs`` runs (pages of 100) and matches the identity in their
+        cause (``List Runs`` filters no cause).
+        """
+        job_id = self.job_id if self.job_id is not None else self._resolve_job_id()
+        page, offset = 100, 0
+        found: dict[int, FoundJob] = {}
+        while offset < self.durable_lookup_runs:
+            runs = (
+                self.hook.get_job_runs(
+                    account_id=self.account_id,
+                    payload={
+                        "job_definition_id": job_id,
+                        "order_by": "-created_at",
+                        "limit": page,
+                        "offset": offset,
+                        "include_related": ["trigger"],
+                    },
+                ).json()["data"]
+                or []
+            )
+            for run in runs:
+                cause = (run.get("trigger") or {}).get("cause")
+                if identity not in identities_in(cause):
+                    continue
+                run_id = self.durable_parse_id(run.get("id"))
+                tokens = sorted(tokens_in(cause))
+                status = run.get("status")
+                found.setdefault(
+                    run_id,
+                    FoundJob(
+                        run_id,
+                        _NAMES.get(status, str(status)),
+                        parse_time(run.get("created_at")),
+                        tokens[0] if tokens else None,
+                    ),
+                )
+            if len(runs) < page:
+                break
+            offset += page
+        return list(found.values())
 
     def durable_status(self, external_id: int, context: Context) -> str:
         try:

@@ -31,8 +31,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_durable import shims
-from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase, earliest_first
-from airflow_durable.identity_tags import IDENTITY_TAG, TOKEN_TAG, identity_of
+from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase, earliest_first, tokens_in
+from airflow_durable.engine.identity import DurableToken as _Token
+from airflow_durable.identity_tags import IDENTITY_TAG, TOKEN_TAG, FoundJob, identities_in, identity_of
 from airflow_durable.operators import provider_required
 from airflow_durable.operators._text import marked_name
 from airflow_durable.shims.aws import error_code
@@ -121,7 +122,7 @@ class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator)
             log_uri=provider.get_log_uri(emr_client=self.hook.conn, job_flow_id=cluster_id),
         )
 
-    def _marked_steps(self, token: DurableToken, identity: str) -> list[dict[str, Any]]:
+    def _marked_steps(self, token: DurableToken, identity: str | None = None) -> list[dict[str, Any]]:
         steps = self.steps
         if isinstance(steps, str):  # as the provider does: XCom or a .json file gives a string
             steps = ast.literal_eval(steps)
@@ -130,11 +131,12 @@ class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator)
                 f"steps must be a list of EMR StepConfig dicts, got {type(steps).__name__}"
             )
         count = len(steps)
+        prefix = f"{identity} " if identity else ""
         return [
             {
                 **step,
                 "Name": marked_name(
-                    step.get("Name"), f"[{identity} {token.text} step {i}/{count}]", _STEP_NAME_MAX
+                    step.get("Name"), f"[{prefix}{token.text} step {i}/{count}]", _STEP_NAME_MAX
                 ),
             }
             for i, step in enumerate(steps, start=1)
@@ -158,7 +160,13 @@ class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator)
         raises: ``AddJobFlowSteps`` adds all its steps or none, so someone changed the cluster.
         """
         # Steps added before the identity was carried have no identity in the marker.
-        pattern = re.compile(rf"\[(?:afd-ti-[0-9a-f]{{16}} )?{re.escape(token.text)} step (\d+)/(\d+)\]$")
+        found = self._step_sets(token, self._listed_steps())
+        if found:
+            self.log.info("task %s: steps carrying token %s: %s", self.task_id, token.text, found)
+        return [[step["Id"] for step in group] for group in found]
+
+    def _listed_steps(self) -> list[dict[str, Any]]:
+        """Every step ``ListSteps`` lists on the cluster, newest first."""
         listed: list[dict[str, Any]] = []
         # Marker by hand, not get_paginator: botocore loads the paginator model once per client, which
         # cost every task ~15 ms of its happy path (this lookup runs after every submit).
@@ -168,8 +176,13 @@ class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator)
             page = self.hook.conn.list_steps(ClusterId=self._cluster_id(), **marker)
             listed.extend(page.get("Steps", []))
             if not page.get("Marker"):
-                break
-        groups: list[tuple[int, dict[int, str]]] = []  # (n, index -> step id), in the order they began
+                return listed
+
+    def _step_sets(self, token: DurableToken, listed: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """The sets of steps (as listed) added with ``token``, earliest first (see `durable_find_all`)."""
+        # Steps added before the identity was carried have no identity in the marker.
+        pattern = re.compile(rf"\[(?:afd-ti-[0-9a-f]{{16}} )?{re.escape(token.text)} step (\d+)/(\d+)\]$")
+        groups: list[tuple[int, dict[int, Any]]] = []  # (n, index -> step), in the order they began
         began: list[tuple[Any, int]] = []
         for position, step in enumerate(reversed(listed)):  # oldest first
             match = pattern.search(step.get("Name") or "")
@@ -182,20 +195,41 @@ class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator)
                 groups.append((count, group))
                 created = ((step.get("Status") or {}).get("Timeline") or {}).get("CreationDateTime")
                 began.append((created.timestamp() if created is not None else float("inf"), position))
-            group[index] = step["Id"]
+            group[index] = step
         incomplete = [(n, g) for n, g in groups if set(g) != set(range(1, n + 1))]
         if incomplete:
             n, group = incomplete[0]
             raise AirflowException(
                 f"task {self.task_id}: found only steps {sorted(group)} of {n} marked with token "
-                f"{token.text} on cluster {self._cluster_id()}: {group}. Not adding steps again; inspect the "
+                f"{token.text} on cluster {self._cluster_id()}: "
+                f"{ {i: step['Id'] for i, step in group.items()} }. Not adding steps again; inspect the "
                 "cluster, then delete the task's state-store key and retry."
             )
         ordered = [g for _, (_, g) in sorted(zip(began, groups, strict=True), key=lambda pair: pair[0])]
-        found = [[group[index] for index in sorted(group)] for group in ordered]
-        if found:
-            self.log.info("task %s: steps carrying token %s: %s", self.task_id, token.text, found)
-        return found
+        return [[group[index] for index in sorted(group)] for group in ordered]
+
+    def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
+        """This task instance's step sets of every generation and clear epoch, earliest first.
+
+        One ``ListSteps`` listing of the cluster; the sets are told apart by the token beside the identity.
+        Status is what ``durable_status`` reports (the steps' states, comma-separated).
+        """
+        listed = self._listed_steps()
+        tokens = sorted(
+            {
+                t
+                for step in listed
+                if identity in identities_in(step.get("Name"))
+                for t in tokens_in(step.get("Name"))
+            }
+        )
+        found: list[FoundJob] = []
+        for text in tokens:
+            for group in self._step_sets(_Token(text, int(text.rsplit("-g", 1)[1])), listed):
+                created = ((group[0].get("Status") or {}).get("Timeline") or {}).get("CreationDateTime")
+                status = ",".join(str((step.get("Status") or {}).get("State")) for step in group)
+                found.append(FoundJob([step["Id"] for step in group], status, created, text))
+        return sorted(found, key=lambda job: (job.created_at is None, job.created_at or 0))
 
     def durable_status(self, external_id: list[str], context: Context) -> str:
         states: dict[str, str] = {}
@@ -349,18 +383,20 @@ class DurableEmrServerlessStartJobOperator(DurableJobEngine, _ServerlessCompleti
             if not self._user_client_token:
                 overrides["client_request_token"] = token.text  # a config["clientToken"] still wins
             generated = self.__dict__.get("_durable_generated_name")
-            if (not self.name or self.name == generated) and "name" not in self.config:
-                # Left on the operator afterwards, as upstream leaves the name it generates; a later
-                # generation submitted by this same object gets its own name again.
-                self.name = self._durable_generated_name = f"emr_serverless_job_airflow_{token.uuid}"
             # The job run carries its task instance's identity and token as tags, and the identity at the
             # end of its name (ListJobRuns shows names, not tags). Your tags and name stay.
             identity = identity_of(context)
+            if (not self.name or self.name == generated) and "name" not in self.config:
+                # Left on the operator afterwards, as upstream leaves the name it generates; a later
+                # generation submitted by this same object gets its own name again.
+                self.name = self._durable_generated_name = marked_name(
+                    f"emr_serverless_job_airflow_{token.uuid}", identity, _JOB_RUN_NAME_MAX
+                )
             config = dict(self.config or {})
             config["tags"] = {**(config.get("tags") or {}), IDENTITY_TAG: identity, TOKEN_TAG: token.text}
             if "name" in config:
                 config["name"] = marked_name(config["name"], identity, _JOB_RUN_NAME_MAX)
-            else:
+            elif self.name != self.__dict__.get("_durable_generated_name"):
                 overrides["name"] = marked_name(self.name, identity, _JOB_RUN_NAME_MAX)
             overrides["config"] = config
         # The provider's own execute: starts the application if needed (it may defer on that and resume
@@ -382,6 +418,38 @@ class DurableEmrServerlessStartJobOperator(DurableJobEngine, _ServerlessCompleti
             "jobRun"
         ].get("createdAt")
         return created if isinstance(created, dt.datetime) else None
+
+    def durable_find(
+        self, identity: str, context: Context | None = None, since: dt.datetime | None = None
+    ) -> list[FoundJob]:
+        """This task instance's job runs of every generation and clear epoch, newest first.
+
+        ``ListJobRuns`` filters no name or tag: the application's job runs (created after ``since``) are
+        matched on the identity at the end of their name, then ``GetJobRun`` reads the tags of a match.
+        """
+        kwargs: dict[str, Any] = {"applicationId": self.application_id, "maxResults": 50}
+        if since is not None:
+            kwargs["createdAtAfter"] = since
+        found: list[FoundJob] = []
+        while True:
+            page = self.hook.conn.list_job_runs(**kwargs)
+            for run in page.get("jobRuns", []):
+                if identity not in identities_in(run.get("name")):
+                    continue
+                tags = (
+                    self.hook.conn.get_job_run(applicationId=self.application_id, jobRunId=run["id"])[
+                        "jobRun"
+                    ].get("tags")
+                    or {}
+                )
+                if tags.get(IDENTITY_TAG, identity) != identity:
+                    continue
+                found.append(
+                    FoundJob(run["id"], str(run["state"]), run.get("createdAt"), tags.get(TOKEN_TAG))
+                )
+            if not page.get("nextToken"):
+                return found
+            kwargs["nextToken"] = page["nextToken"]
 
     def durable_status(self, external_id: str, context: Context) -> str:
         try:
@@ -512,6 +580,25 @@ class DurableEmrContainerOperator(DurableJobEngine, provider.EmrContainerOperato
         if runs:
             self.log.info("task %s: job runs carrying token %s: %s", self.task_id, client_token, runs)
         return runs
+
+    def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
+        """This task instance's job runs of every generation and clear epoch, newest first.
+
+        ``ListJobRuns(name=…)`` answers the operator's job runs with their tags; the identity tag picks ours.
+        """
+        kwargs: dict[str, Any] = {"virtualClusterId": self.virtual_cluster_id, "name": self.name}
+        found: list[FoundJob] = []
+        while True:
+            page = self.hook.conn.list_job_runs(**kwargs)
+            for run in page.get("jobRuns", []):
+                tags = run.get("tags") or {}
+                if tags.get(IDENTITY_TAG) == identity:
+                    found.append(
+                        FoundJob(run["id"], str(run["state"]), run.get("createdAt"), tags.get(TOKEN_TAG))
+                    )
+            if not page.get("nextToken"):
+                return found
+            kwargs["nextToken"] = page["nextToken"]
 
     def durable_created_at(self, external_id: str, context: Context) -> dt.datetime | None:
         # StartJobRun answers no creation time: reading it puts a DescribeJobRun between the submit and the

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_durable.engine import DurableJobEngine, JobNotFoundError
-from airflow_durable.identity_tags import identity_of
+from airflow_durable.engine import DurableJobEngine, JobNotFoundError, tokens_in
+from airflow_durable.identity_tags import FoundJob, identity_of
 from airflow_durable.operators import provider_required
 from airflow_durable.shims import aws as compat
 
@@ -83,6 +83,32 @@ class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperato
 
     def durable_cancel(self, external_id: str) -> None:
         self.hook.conn.cancel_statement(Id=external_id)
+
+    def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
+        """This task instance's statements of every generation and clear epoch, newest first.
+
+        ``ListStatements`` matches a name prefix: the identity leads every name we give (24 hours of history).
+        """
+        found: list[FoundJob] = []
+        kwargs: dict[str, Any] = {"StatementName": identity, "Status": "ALL", "MaxResults": 100}
+        while True:
+            page = self.hook.conn.list_statements(**kwargs)
+            for statement in page.get("Statements", []):
+                name = str(statement.get("StatementName") or "")
+                if name.split(" ", 1)[0] != identity:
+                    continue
+                tokens = sorted(tokens_in(name.split(" ", 2)[1] if " " in name else ""))
+                found.append(
+                    FoundJob(
+                        statement["Id"],
+                        str(statement["Status"]),
+                        statement.get("CreatedAt"),
+                        tokens[0] if tokens else None,
+                    )
+                )
+            if not page.get("NextToken"):
+                return found
+            kwargs["NextToken"] = page["NextToken"]
 
     def durable_poll(self, external_id: str, context: Context, reconnect: bool) -> None:
         self.statement_id = external_id

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 import requests
 
+from airflow_durable import catalogue
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError
-from airflow_durable.identity_tags import identity_of
+from airflow_durable.identity_tags import FoundJob, identity_of
 from airflow_durable.operators import provider_required
 
 with provider_required(__name__):
@@ -110,6 +111,10 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
             if status in statuses:
                 return status
         return "success"
+
+    def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
+        """Not available: the SQL API lists no statements (see the catalogue's lookup for Snowflake)."""
+        raise NotImplementedError(f"{type(self).__name__}: {catalogue.LOOKUPS[self.external_id_key].reason}")
 
     def durable_cancel(self, external_id: list[str]) -> None:
         # One call per handle, carrying on past a failure (as the provider's trigger does on kill).

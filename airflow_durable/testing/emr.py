@@ -222,19 +222,35 @@ class EmrServerlessEmulator(AwsEmulator):
 
     @property
     def local_operations(self) -> dict[str, Any]:
-        return {"GetApplication": self._get_application, "GetJobRun": self._get_job_run}
+        return {
+            "GetApplication": self._get_application,
+            "GetJobRun": self._get_job_run,
+            "ListJobRuns": self._list_job_runs,
+        }
 
-    def _get_job_run(self, call: AwsCall) -> Response:
-        # moto leaves out createdBy and stateDetails, both required in JobRun (botocore's model).
-        response = self._forward(call.request)
-        if response.status >= 300 or response.raw is None:
-            return response
-        body = json.loads(response.raw)
-        run = body.get("jobRun")
+    @staticmethod
+    def _complete(run: Any) -> None:
+        # moto leaves out createdBy and stateDetails, both required in JobRun and JobRunSummary (botocore).
         if isinstance(run, dict):
             run.setdefault("createdBy", f"arn:aws:iam::{ACCOUNT_ID}:user/emulator")
             if not str(run.get("stateDetails") or "").strip():
                 run["stateDetails"] = f"Job run is {run.get('state', 'PENDING')}."
+
+    def _get_job_run(self, call: AwsCall) -> Response:
+        response = self._forward(call.request)
+        if response.status >= 300 or response.raw is None:
+            return response
+        body = json.loads(response.raw)
+        self._complete(body.get("jobRun"))
+        return Response(response.status, headers=response.headers, raw=json.dumps(body).encode())
+
+    def _list_job_runs(self, call: AwsCall) -> Response:
+        response = self._forward(call.request)
+        if response.status >= 300 or response.raw is None:
+            return response
+        body = json.loads(response.raw)
+        for run in body.get("jobRuns") or []:
+            self._complete(run)
         return Response(response.status, headers=response.headers, raw=json.dumps(body).encode())
 
     def _get_application(self, call: AwsCall) -> Response:

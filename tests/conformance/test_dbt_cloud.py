@@ -72,7 +72,7 @@ def test_the_run_cause_keeps_the_users_reason_and_adds_the_token(dbt, deferrable
     (entry,) = dbt.ledger.submissions()
     cause = dbt.run(entry.external_id).cause
     assert len(cause) <= 255 and cause.startswith("Nightly refresh yyy")
-    assert cause.endswith(f"[{runner.store.data[KEY]['token']}]")
+    assert cause.endswith(f"{runner.store.data[KEY]['token']}]")  # "[<identity> <token>]"
 
 
 def test_the_default_reason_is_upstreams(dbt):

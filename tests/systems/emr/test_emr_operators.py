@@ -185,7 +185,9 @@ def test_serverless_leaves_the_generated_job_name_on_the_operator_as_upstream(
     assert upstream.last_operator.name == upstream_run.payload["name"]
     assert ours.last_operator.name == our_run.payload["name"]
     if durable:  # derived from the token, so a resubmission with the same clientToken is identical
-        assert our_run.payload["name"] == f"emr_serverless_job_airflow_{DurableToken(our_run.token, 1).uuid}"
+        # ... followed by the task instance's identity (durable_find matches it in ListJobRuns' names)
+        name = f"emr_serverless_job_airflow_{DurableToken(our_run.token, 1).uuid}"
+        assert our_run.payload["name"].startswith(name + " afd-ti-")
 
 
 @pytest.mark.parametrize(
