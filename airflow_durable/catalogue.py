@@ -582,8 +582,8 @@ LOOKUPS: dict[str, Lookup] = {
     ),
     "airflow_durable.redshift_data": Lookup(
         carrier="`StatementName`: `<identity> <token>`, then the statement name you set",
-        max_length=500,
-        characters="any (model: StatementNameString, max 500)",
+        max_length=2048,
+        characters="any (model: StatementNameString, max 2048; the operator keeps names within 500)",
         list_call="`ListStatements(StatementName=<identity>, Status=ALL)`: a prefix match, so the identity "
         "leads the name",
         consistency=_NO_LAG,

@@ -336,3 +336,37 @@ def test_the_emulators_enforce_the_catalogues_token_limits():
         catalogue.IDEMPOTENCY["airflow_durable.emr_serverless_start_job"].characters
         == pattern.metadata["pattern"]
     )
+
+
+def test_every_operator_declares_where_its_jobs_carry_their_identity():
+    """Issue 23: each row has a `Lookup`; a `notimpl` one says why; an implemented one names its list call
+    and its carrier takes the identity (and, where the catalogue gives a limit, the model agrees)."""
+    from airflow_durable.identity_tags import is_identity, task_identity
+
+    identity = task_identity("dag", "manual__2026-12-02", "task", -1)
+    assert is_identity(identity) and len(identity) == 23
+    assert set(catalogue.LOOKUPS) == {o.key for o in OPERATORS}
+    for row in OPERATORS:
+        lookup = row.lookup
+        assert lookup.sources, row.key
+        if not lookup.implemented:
+            assert lookup.reason, row.key
+            continue
+        assert lookup.list_call and lookup.carrier != "none", row.key
+        assert lookup.max_length is None or lookup.max_length >= len(identity), row.key
+    assert sorted(o.key for o in OPERATORS if not o.lookup.implemented) == [
+        "airflow_durable.databricks_run_now",
+        "airflow_durable.snowflake_sql_api",
+    ]
+    limit = {o.key: o.lookup.max_length for o in OPERATORS}
+    assert (
+        _aws_max("redshift-data", "ExecuteStatement", "StatementName")
+        == limit["airflow_durable.redshift_data"]
+    )
+    assert (
+        _aws_max("emr-serverless", "StartJobRun", "name") == limit["airflow_durable.emr_serverless_start_job"]
+    )
+    assert (
+        _aws_max("elasticmapreduce", "AddJobFlowSteps", "Steps", "[]", "Name")
+        == limit["airflow_durable.emr_add_steps"]
+    )

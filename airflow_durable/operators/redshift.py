@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 __all__ = ["DurableRedshiftDataOperator"]
 
 _NOT_FOUND_CODES = frozenset({"ResourceNotFoundException", "ValidationException"})
-#: botocore redshift-data StatementNameString: at most 500 characters.
+#: botocore redshift-data StatementNameString allows 2048 characters; names stay within 500 (what an
+#: older model may still enforce client-side: the identity and token lead, so a cut only shortens yours).
 _STATEMENT_NAME_MAX = 500
 
 

@@ -39,8 +39,15 @@ def test_job_id_is_the_task_prefix_plus_the_token_and_is_returned(bigquery_emula
     token = runner.store.data["airflow_durable.bigquery_insert_job"]["token"]
     assert entry.external_id == f"airflow_{runner.last_operator.dag_id}_load_step_{token}"
     assert outcome.result == entry.external_id
-    # Labels as upstream: the provider's automatic ones, no token label.
-    assert set(bigquery_emulator.job(entry.external_id).labels) == {"airflow-dag", "airflow-task"}
+    # The provider's automatic labels, and the task instance's identity and token (issue 23: jobs.list shows
+    # labels, so durable_find finds the job without the record).
+    from airflow_durable.identity_tags import task_identity
+
+    ti = runner.ti
+    labels = bigquery_emulator.job(entry.external_id).labels
+    assert set(labels) == {"airflow-dag", "airflow-task", "airflow-durable-ti", "airflow-durable-token"}
+    assert labels["airflow-durable-ti"] == task_identity(ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
+    assert labels["airflow-durable-token"] == token
 
 
 def test_a_configured_job_id_stays_the_prefix(bigquery_emulator):
