@@ -758,18 +758,21 @@ class DurableJobEngine:
         try:
             record = self._read_record(self._durable_store)
         except DurableStateError:
-            return Knowledge(Read.FAILED)
+            return Knowledge(Read.FAILED, task_state=self._task_state())
         if record is not None:
             return Knowledge(Read.OK, record)
+        return Knowledge(Read.NOT_FOUND, task_state=self._task_state())
+
+    def _task_state(self) -> str | None:
+        """Airflow's state of this task instance now (`GONE` if Airflow no longer knows it), or ``None``."""
         me = self._me()
         try:
-            state = shims.get_task_states(me.dag_id, me.run_id, me.task_id, me.map_index)
+            return shims.get_task_states(me.dag_id, me.run_id, me.task_id, me.map_index)
         except KeyError:
-            state = GONE
+            return GONE
         except Exception as err:
             self.log.warning("task %s: could not ask Airflow for the task's state (%s)", self.task_id, err)
-            state = None
-        return Knowledge(Read.NOT_FOUND, task_state=state)
+            return None
 
     def _may_cancel(
         self,
