@@ -17,15 +17,19 @@ from airflow_durable.engine import (
     RECORD_SCHEMA,
     RECORD_SCHEMA_V1,
     Decision,
+    DurableToken,
     JobPhase,
     TryIdentity,
     UnknownStatus,
     decide,
     parse_id,
     parse_record,
+    plan,
     same_epoch,
+    sort_found,
     status_needed,
 )
+from airflow_durable.identity_tags import FoundJob
 
 
 def try_(number: int = 2, max_tries: int = 3, retries: int = 2, clear_number: int = 0) -> TryIdentity:
@@ -220,3 +224,46 @@ def test_a_malformed_record_is_refused_before_any_decision(raw: Any):
 def test_the_status_is_read_only_for_a_submitted_job_of_this_epoch(record, me, needed):
     parsed = parse_record(record, parse_run_id) if record is not None else None
     assert status_needed(parsed, parsed is None or same_epoch(parsed, me)) is needed
+
+
+# --------------------------------------------------------------------------- without the record (issue 23)
+@pytest.mark.parametrize(
+    ("me", "looks_up"),
+    [
+        pytest.param(try_(number=1, max_tries=2, retries=2), False, id="first-try"),
+        pytest.param(try_(number=2, max_tries=2, retries=2), True, id="a-retry"),
+        pytest.param(try_(number=1, max_tries=2, retries=2, clear_number=1), True, id="a-clear-in-the-run"),
+        pytest.param(try_(number=1, max_tries=3, retries=2), True, id="this-task-cleared"),
+        pytest.param(
+            TryIdentity("dag", "run", "task", -1, None, None, None, None), False, id="nothing-known"
+        ),
+    ],
+)
+def test_without_a_record_only_evidence_of_an_earlier_lifetime_looks_up(me: TryIdentity, looks_up: bool):
+    assert me.may_have_run_before is looks_up
+    assert plan(Decision.SUBMIT, None, me, "salt").look_up is looks_up
+
+
+def test_with_a_record_nothing_is_looked_up():
+    record = parse_record(stored("submitted"), parse_run_id)
+    for decision in (Decision.NEW_EPOCH, Decision.TERMINAL_RESUBMIT, Decision.RESUME_SUBMIT):
+        assert not plan(decision, record, CLEARED, "salt").look_up
+
+
+def test_found_jobs_are_sorted_by_lifetime_then_phase():
+    me = try_()
+    mine = me.token(1, "this-lifetime")
+    older = me.token(1, "an-older-lifetime").text
+    phase = {"RUNNING": JobPhase.ACTIVE, "DONE": JobPhase.SUCCEEDED, "FAILED": JobPhase.FAILED}.get
+    found = [
+        FoundJob(1, "RUNNING", None, older),
+        FoundJob(2, "DONE", None, older),
+        FoundJob(3, "FAILED", None, None),
+        FoundJob(4, "WEIRD", None, None),  # unknown: may still run
+        FoundJob(5, "RUNNING", None, me.token(2, "this-lifetime").text),  # another process of this try
+    ]
+    sorted_ = sort_found(found, mine.lifetime, phase)
+    assert [job.id for job in sorted_.older_active] == [1, 4]
+    assert [job.id for job in sorted_.ended] == [2, 3]
+    assert [job.id for job in sorted_.this_lifetime] == [5]
+    assert mine.lifetime != DurableToken(older, 1).lifetime

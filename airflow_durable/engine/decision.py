@@ -4,25 +4,34 @@
 `Decision` (apache/airflow#71485: decide before waiting); `plan` adds the generation and token that
 decision submits with. The mixin reads what these need (the record; the job's status only where
 `status_needed` says so) and carries out the plan.
+
+Without a record, `Plan.look_up` says whether the try first looks its task instance's jobs up in the system
+(only with evidence of an earlier lifetime: `TryIdentity.may_have_run_before`), and `sort_found` sorts what
+that lookup found: jobs of an older logical job still active (to end), ended ones (ignored), and jobs of
+this very record lifetime (another process of this try, which the submit's token reaches).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from airflow_durable.engine.identity import DurableToken, TryIdentity
 from airflow_durable.engine.record import JobRecord
+from airflow_durable.identity_tags import FoundJob
 
 __all__ = [
     "NOT_FOUND",
     "Decision",
+    "FoundJobs",
     "JobPhase",
     "Plan",
     "UnknownStatus",
     "decide",
     "phase_of",
     "plan",
+    "sort_found",
     "status_needed",
 ]
 
@@ -115,6 +124,8 @@ class Plan:
     record: JobRecord | None  # the record the decision was taken on (None: there was none)
     external_id: object = None  # the job the record names
     prior_status: str | None = None  # its status when the decision read one
+    #: No record, and Airflow shows an earlier lifetime: look the task instance's jobs up before submitting.
+    look_up: bool = False
 
     @property
     def submits(self) -> bool:
@@ -124,7 +135,7 @@ class Plan:
 def plan(decision: Decision, record: JobRecord | None, me: TryIdentity, salt: str) -> Plan:
     """The generation and token of ``decision`` for the try ``me``; ``salt`` is the record lifetime's."""
     if record is None:
-        return Plan(decision, 1, me.token(1, salt), salt, None)
+        return Plan(decision, 1, me.token(1, salt), salt, None, look_up=me.may_have_run_before)
     token: DurableToken | None = None
     generation = record.generation
     if decision is Decision.RESUME_SUBMIT:
@@ -133,6 +144,42 @@ def plan(decision: Decision, record: JobRecord | None, me: TryIdentity, salt: st
         generation += 1
         token = me.token(generation, salt)
     return Plan(decision, generation, token, salt, record, record.external_id)
+
+
+@dataclass(frozen=True)
+class FoundJobs:
+    """What a lookup by identity found, sorted for a try that begins a record lifetime (`sort_found`)."""
+
+    #: Jobs of an older logical job that may still run (active, or a status the operator does not know).
+    older_active: tuple[FoundJob, ...] = ()
+    #: Jobs that ended: nothing to do.
+    ended: tuple[FoundJob, ...] = ()
+    #: Jobs carrying a token of this very lifetime: another process of this try submitted them, and this
+    #: try's submit reaches them through the same token (the system's idempotency key, or the lookup after
+    #: submitting). Never ended here.
+    this_lifetime: tuple[FoundJob, ...] = ()
+
+
+def sort_found(
+    found: Sequence[FoundJob], lifetime: str, phase: Callable[[str], JobPhase | None]
+) -> FoundJobs:
+    """Sort the jobs a lookup by identity found; ``lifetime`` is `DurableToken.lifetime` of the token this
+    try submits with, ``phase`` the operator's classification of a raw status.
+
+    The try's record lifetime began with it (its salt names the try), so every job carrying another
+    lifetime's token, or none the list shows, belongs to an older logical job.
+    """
+    older: list[FoundJob] = []
+    ended: list[FoundJob] = []
+    mine: list[FoundJob] = []
+    for job in found:
+        if job.token is not None and job.token.rpartition("-g")[0] == lifetime:
+            mine.append(job)
+        elif phase(job.status) in (JobPhase.SUCCEEDED, JobPhase.FAILED):
+            ended.append(job)
+        else:
+            older.append(job)  # active, or unknown: it may still run
+    return FoundJobs(tuple(older), tuple(ended), tuple(mine))
 
 
 #: Each decision's counter, as the SDK's ResumableJobMixin names them.

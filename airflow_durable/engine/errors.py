@@ -8,6 +8,7 @@ __all__ = [
     "DurableError",
     "DurableEventError",
     "DurableForeignJobError",
+    "DurableLookupError",
     "DurableStateError",
     "DurableStatusError",
     "JobNotFoundError",
@@ -32,6 +33,11 @@ class DurableEventError(DurableError):
 
 class DurableForeignJobError(DurableError):
     """A submission was answered with a job created before this task instance asked for one."""
+
+
+class DurableLookupError(DurableError):
+    """Looking a task instance's jobs up in the system failed where a try must not submit blindly: no record,
+    and an earlier try may have left a job running."""
 
 
 class JobNotFoundError(Exception):

@@ -56,6 +56,12 @@ class DurableToken:
     def uuid(self) -> str:
         return str(uuid.uuid5(_TOKEN_NAMESPACE, self.text))
 
+    @property
+    def lifetime(self) -> str:
+        """The part of the token that names its record lifetime (all but the generation): two tokens of one
+        lifetime share it, tokens of two lifetimes never do."""
+        return self.text.rpartition("-g")[0] or self.text
+
     @classmethod
     def for_task_instance(
         cls, dag_id: str, run_id: str, task_id: str, map_index: int, generation: int, salt: str = ""
@@ -153,6 +159,20 @@ class TryIdentity:
         if self.max_tries is None or self.retries is None:
             return None
         return self.max_tries - self.retries
+
+    @property
+    def may_have_run_before(self) -> bool:
+        """Whether Airflow shows an earlier lifetime of this task instance: a later try (``try_number >
+        1``), a clear in its DAG run (``clear_number > 0``: of this task or another), or a clear of this
+        task (``max_tries > retries``). A try that finds no record then looks its jobs up in the system
+        (`airflow_durable.engine.decision.plan`): a record can vanish while its job runs (DESIGN §8). A
+        first try of a never-cleared run shows none of these, so its happy path makes no lookup.
+        """
+        return (
+            (self.try_number is not None and self.try_number > 1)
+            or (self.clear_number is not None and self.clear_number > 0)
+            or (self.max_tries is not None and self.retries is not None and self.max_tries > self.retries)
+        )
 
     def lifetime_salt(self) -> str:
         """The salt of a record lifetime beginning now: this incarnation of the DAG run, its clears and
