@@ -7,8 +7,8 @@ constructor, templated fields, XComs and links. An operator module only declares
 
 This module reads in the order a try decides: the record (read, parse, write), the try's identity
 (taken once), the decision (pure, `airflow_durable.engine.decision`), ownership (who may cancel,
-`airflow_durable.engine.ownership`), then the I/O of carrying it out: ending older jobs, one step per
-generation of the submit loop, waiting, completing.
+`airflow_durable.engine.ownership`), then the I/O of carrying it out: finding older jobs without the record
+and ending them, one step per generation of the submit loop, waiting, completing.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import datetime as dt
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -31,12 +32,14 @@ from airflow_durable.engine.decision import (
     decide,
     phase_of,
     plan,
+    sort_found,
     status_needed,
 )
 from airflow_durable.engine.errors import (
     DurableError,
     DurableEventError,
     DurableForeignJobError,
+    DurableLookupError,
     DurableStateError,
     DurableStatusError,
     JobNotFoundError,
@@ -51,6 +54,7 @@ from airflow_durable.engine.record import (
     parse_id,
     parse_record,
 )
+from airflow_durable.identity_tags import FoundJob, task_identity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -171,6 +175,11 @@ class DurableJobEngine:
       job and the duplicates are cancelled.
     * `durable_created_at(external_id, context)`: when the system created the job, where that costs no
       extra call (or the token is the user's own): a job older than the intent is refused.
+    * `durable_find(identity, context)`: every job of the task instance ``identity``
+      (`airflow_durable.identity_tags.task_identity`) the system lists, of any generation, clear epoch and
+      record lifetime, as `FoundJob`; ``NotImplementedError`` (with the catalogue's reason) where the
+      system offers no way. The engine calls it only without a record, when Airflow shows an earlier
+      lifetime, and to resolve an older job the record knows only by its token.
 
     Where the provider operator only submits (its wait flag off, see `durable_waits`), the task's work
     is done once the job exists: a retry that finds it, in whatever known state, returns its id.
@@ -325,6 +334,9 @@ class DurableJobEngine:
     def durable_created_at(self, external_id: Any, context: Context) -> dt.datetime | None:
         return None
 
+    def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
+        raise NotImplementedError(f"{type(self).__name__} declares no lookup of its jobs by task instance")
+
     def durable_waits(self) -> bool:
         """Whether the provider operator waits for the job, or only submits it (its wait flag is off)."""
         flag = self.durable_wait_flag
@@ -356,7 +368,8 @@ class DurableJobEngine:
             return self._wait(context, None, external_id, reconnect=False)
 
         the_plan, duplicates = self._decide(context, store)
-        unended = self._end_older_jobs(context, the_plan, duplicates)
+        found = self._track_found_jobs(context, store, the_plan) if the_plan.look_up else None
+        unended = self._end_older_jobs(context, the_plan, duplicates, found)
         if the_plan.decision is Decision.RECONNECT:
             claimed = self._claim(store, the_plan, unended)
             return self._wait(context, store, the_plan.external_id, reconnect=True, written=claimed)
@@ -801,22 +814,186 @@ class DurableJobEngine:
         self.log.warning("task %s: cancelled job %s: %s", self.task_id, external_id, why)
         return True
 
+    # ------------------------------------------------------------------ 5. I/O: find jobs without the record
+    def _find_by_identity(self, context: Context) -> list[FoundJob] | None:
+        """This task instance's jobs as the system lists them (`durable_find`); ``None`` where the system
+        offers no lookup (logged at INFO with the reason). Any other failure is raised to the caller."""
+        me = self._me()
+        identity = task_identity(me.dag_id, me.run_id, me.task_id, me.map_index)
+        try:
+            found = self.durable_find(identity, context)
+        except NotImplementedError as err:
+            self.log.info(
+                "task %s: its jobs cannot be looked up in the system (%s); a job an earlier try left running "
+                "without a record is not found by this try",
+                self.task_id,
+                err,
+            )
+            return None
+        self.log.info("task %s: looked up the jobs of %s: %d found", self.task_id, identity, len(found))
+        return list(found)
+
+    def _lookup_failed(self, err: Exception) -> DurableLookupError:
+        me = self._me()
+        row = catalogue.LOOKUPS.get(self.external_id_key)
+        call = re.search(r"`([^`]+)`", row.list_call) if row is not None else None
+        how = f"{self.durable_system or type(self).__name__} {call.group(1) if call else 'list call'}"
+        return DurableLookupError(
+            f"task {self.task_id}: no record of this task instance's job, and Airflow shows an earlier "
+            f"lifetime of it (try {me.try_number}, clear_number {me.clear_number}, max_tries {me.max_tries}, "
+            f"retries {me.retries}); looking its jobs up ({how}) failed ({type(err).__name__}: {err}). Not "
+            "submitting: a job of an earlier try may still be running, and a new one would run beside it. "
+            "The next try looks again; if the call is refused, allow it for the task's connection."
+        )
+
+    def _track_found_jobs(self, context: Context, store: StateStore, the_plan: Plan) -> JobRecord | None:
+        """No record, and Airflow shows an earlier lifetime: find the jobs of older logical jobs that still
+        run, and record them before anything ends them; the intent written, or ``None`` (none found).
+
+        Every job found belongs to an older logical job (this try's lifetime began with it), except one of
+        this very lifetime (another process of this try), which the submit's token reaches. The intent,
+        written with them as ``unended``, tracks them from now on and proves this try current: a try
+        superseded meanwhile cannot write (its task-instance id is stale), so it ends nothing. A failed
+        lookup fails the try (`DurableLookupError`): it must not submit blindly beside an older job.
+        """
+        try:
+            listed = self._find_by_identity(context)
+        except Exception as err:
+            raise self._lookup_failed(err) from err
+        if not listed:
+            return None
+        assert the_plan.token is not None
+        found = sort_found(listed, the_plan.token.lifetime, self.durable_phase)
+        for job in found.this_lifetime:
+            self.log.info(
+                "task %s: job %s carries this try's token %s: the submit reaches it",
+                self.task_id,
+                job.id,
+                job.token,
+            )
+        if found.ended:
+            self.log.info(
+                "task %s: older jobs found that already ended: %s",
+                self.task_id,
+                ", ".join(f"{job.id} ({job.status})" for job in found.ended),
+            )
+        if not self.durable_waits():
+            if found.older_active:
+                # Ours only submits, like the provider operator: a job an earlier try submitted is that
+                # try's finished work, not a wait to end (its record would be `done`; a clear leaves it).
+                self.log.info(
+                    "task %s: this operator only submits; earlier jobs left as they are: %s",
+                    self.task_id,
+                    [job.id for job in found.older_active],
+                )
+            return None
+        cancel = bool(getattr(self, "cancel_on_kill", True))
+        why = "found by its task instance's identity: the record that tracked it was lost"
+        entries: list[dict[str, Any]] = []
+        for job in found.older_active:
+            try:
+                external_id = self.durable_parse_id(job.id)
+            except ValueError as err:
+                self.log.error(
+                    "task %s: the lookup returned a job id %r that is not a %s (%s): not tracked",
+                    self.task_id,
+                    job.id,
+                    self.durable_id_name,
+                    err,
+                )
+                continue
+            entry: dict[str, Any] = {"external_id": external_id, "token": job.token, "why": why}
+            if job.created_at is not None:
+                entry["created_at"] = _iso(job.created_at)
+            if not cancel:
+                entry["why"] = f"{why}; cancel_on_kill=False leaves it running"
+                entry["cancel"] = False
+            entries.append(entry)
+        if not entries:
+            return None
+        me = self._me()
+        tracking = self._stamp(
+            JobRecord(
+                the_plan.token.generation,
+                the_plan.token.text,
+                "submitting",
+                salt=the_plan.salt,
+                owner_try=me.try_number,
+                intent_at=_iso(_utcnow()),
+                unended=tuple(entries),
+            ),
+            None,
+            the_plan.decision,
+        )
+        self.log.warning(
+            "task %s: older jobs of this task instance still run without a record: %s; recording them%s",
+            self.task_id,
+            [entry["external_id"] for entry in entries],
+            " (cancel_on_kill=False: they are left running)" if not cancel else ", then ending them",
+        )
+        self._write_record(
+            store, tracking, what="the older jobs found without a record (nothing was submitted)"
+        )
+        return tracking
+
+    def _resolve_tokens(self, context: Context, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Older jobs the record knows only by their token (a submit interrupted, then cleared): look them up
+        by the task instance's identity and name them by id. One lookup, only when there is such an entry;
+        where the system offers none, or the lookup fails, the token stays (nothing is lost)."""
+        if not any(entry.get("external_id") is None and entry.get("token") for entry in entries):
+            return entries
+        try:
+            listed = self._find_by_identity(context)
+        except Exception as err:
+            self.log.warning(
+                "task %s: looking up the older jobs known only by their token failed (%s: %s); the record "
+                "keeps their tokens",
+                self.task_id,
+                type(err).__name__,
+                err,
+            )
+            return entries
+        if not listed:
+            return entries
+        resolved: list[dict[str, Any]] = []
+        for entry in entries:
+            token = entry.get("token")
+            matches = [
+                job for job in listed if entry.get("external_id") is None and token and job.token == token
+            ]
+            ids: list[Any] = []
+            for job in matches:
+                try:
+                    ids.append(self.durable_parse_id(job.id))
+                except ValueError:
+                    continue
+            if not ids:
+                resolved.append(entry)
+                continue
+            self.log.info("task %s: token %s names job(s) %s", self.task_id, token, ids)
+            resolved += [{**entry, "external_id": job} for job in ids]
+        return resolved
+
     # ------------------------------------------------------------------ 5. I/O: end older jobs
     def _end_older_jobs(
-        self, context: Context, the_plan: Plan, duplicates: list[Any]
+        self, context: Context, the_plan: Plan, duplicates: list[Any], found: JobRecord | None = None
     ) -> tuple[dict[str, Any], ...]:
         """End every job the record keeps or this decision leaves behind; return what may still run.
 
         The older jobs are those the record keeps (`JobRecord.unended`), the previous epoch's job when
-        the user cleared the task (`Decision.NEW_EPOCH`), and duplicates of a crashed try's submission.
+        the user cleared the task (`Decision.NEW_EPOCH`), duplicates of a crashed try's submission, and,
+        without a record, those `_track_found_jobs` found (``found``: the intent that records them).
         A job whose status says it ended is dropped; an active one, or one whose status cannot be read,
-        is cancelled and kept until a later try sees it ended (a cancel is a request); a token whose job
-        cannot be looked up is kept for `airflow-durable orphans`. This try read its record just now with
-        its own task-instance id, so it is the owner of the task instance's logical job, and these jobs
-        are the record's to end.
+        is cancelled and kept until a later try sees it ended (a cancel is a request); one the user asked
+        to leave running (``cancel_on_kill=False``) is kept uncancelled; a token is resolved by the lookup
+        (`_resolve_tokens`), and one whose job is not found is kept for `airflow-durable orphans`. This try
+        read its record just now with its own task-instance id, so it is the owner of the task instance's
+        logical job, and these jobs are the record's to end.
         """
         record = the_plan.record
         entries: list[dict[str, Any]] = list(record.unended) if record is not None else []
+        if record is None and found is not None:
+            entries += found.unended
         if record is not None and the_plan.decision is Decision.NEW_EPOCH and record.state != "done":
             entries += self._left_by_old_epoch(context, record)
         entries += [
@@ -825,12 +1002,13 @@ class DurableJobEngine:
         ]
         if not entries:
             return ()
-        keeping = replace(record, unended=tuple(entries)) if record is not None else None
+        entries = self._resolve_tokens(context, entries)
+        keeping = replace(record, unended=tuple(entries)) if record is not None else found
         kept: list[dict[str, Any]] = []
         for entry in entries:
             job = entry.get("external_id")
             if job is None:
-                kept.append(entry)  # a token only: nothing to ask the system about without a lookup
+                kept.append(entry)  # a token whose job was not found: kept until it is
                 continue
             try:
                 status = self.durable_status(job, context)
@@ -847,7 +1025,7 @@ class DurableJobEngine:
             verdict = self._may_cancel(
                 job, recorded=True, origin=Origin.TRACKED, knowledge=Knowledge(Read.OK, keeping)
             )
-            if verdict.allowed:
+            if verdict.allowed and entry.get("cancel", True):
                 self._cancel_quietly(job, f"{entry.get('why') or 'an older job'} ({status})")
             kept.append({**entry, "status": status})
         if len(kept) > UNENDED_LIMIT:
