@@ -269,10 +269,17 @@ class TaskRunner:
         self.ti.try_number += 1
         self.ti.xcoms = {}  # Airflow clears a task's XComs at the start of every new try
         operator = self.make_operator()  # every try is a fresh process with a freshly parsed operator
+        self._parsed_with_retries(operator)
         self.last_operator = operator
         context = self.context()
         context["task"] = operator  # Airflow's context carries the task (Airflow 2 link helpers read it)
         return operator, context
+
+    def _parsed_with_retries(self, operator: Any) -> None:
+        """The task's ``retries`` is the runner's unless the operator was given its own (a DAG edit): Airflow
+        creates a task instance with ``max_tries = retries``, so a first try never looks cleared."""
+        if "retries" not in getattr(operator, "_BaseOperator__init_kwargs", {"retries": None}):
+            operator.retries = self.retries
 
     def run_try(self) -> TryOutcome:
         operator, context = self.start_try()
@@ -292,6 +299,7 @@ class TaskRunner:
                         event = self.event_filter(event)
                     # A resumed try is a new process too: a fresh operator object.
                     operator = self.make_operator()
+                    self._parsed_with_retries(operator)
                     self.last_operator = operator
                     method = getattr(operator, deferred.method_name)
                     context["task"] = operator
