@@ -263,6 +263,11 @@ class EmrServerlessEmulator(AwsEmulator):
             name="durable-emr-serverless", releaseLabel="emr-7.1.0", type="SPARK", clientToken="setup"
         )
         self.application_id = answer["applicationId"]
+        from moto.emrserverless.models import emrserverless_backends
+
+        # moto answers ListJobRuns of an application without job runs "Application does not exist";
+        # EMR Serverless answers an empty list (a lookup before the first job run meets it).
+        emrserverless_backends[ACCOUNT_ID][self.region].job_runs.setdefault(self.application_id, [])
 
     def _job_run(self, job: AwsJob) -> Any:
         from moto.emrserverless.models import emrserverless_backends
