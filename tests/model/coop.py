@@ -38,11 +38,21 @@ class ModelError(AssertionError):
 class Park:
     """One stop of an actor: what it is about to do, and the model's verdict when it goes on."""
 
-    kind: str  # "store_get" | "store_set" | "store_delete" | "task_states" | "http"
+    kind: str  # "store_get" | "store_set" | "store_delete" | "task_states" | "http" | "sleep"
     detail: str
     released: bool = False
     refused: bool = False  # the actor died while parked here: the call must have no effect
     abandoned: bool = False
+    #: For a park awaited on an event loop (`Coop.park_async`): wakes the coroutine.
+    wake: Callable[[], Any] | None = None
+
+    def release(self, refused: bool = False) -> None:
+        if self.released:
+            return
+        self.refused = self.refused or refused
+        self.released = True
+        if self.wake is not None:
+            self.wake()
 
 
 @dataclass(eq=False)
@@ -117,7 +127,7 @@ class Coop:
         if park is None:
             raise ModelError(f"{actor.name} is not parked")
         with self._cond:
-            park.released = True
+            park.release()
         self._run(actor)
 
     def abandon(self, actor: Actor) -> Park | None:
@@ -132,7 +142,7 @@ class Coop:
         with contextlib.nullcontext() if locked else self._cond:
             for park in actor.parks:
                 if park.abandoned and not park.released:
-                    park.refused = park.released = True
+                    park.release(refused=True)
             self._cond.notify_all()
 
     def resume(self, actor: Actor, kick: Callable[[], Any]) -> None:
@@ -151,7 +161,7 @@ class Coop:
             actor.dead = True
             for park in actor.parks:
                 if not park.released:
-                    park.refused = park.released = True
+                    park.release(refused=True)
             if kick is not None:
                 kick()
 
@@ -186,6 +196,10 @@ class Coop:
             actor = self.current
             if actor is None:
                 return Park(kind, detail, released=True)
+            if not actor._go and not actor.dead and kind == "http":
+                # The current actor is parked: nobody the model runs made this call. It is a leftover of a
+                # finished or cancelled actor (a client's retry on a thread of its own): refuse it.
+                return Park(kind, detail, released=True, refused=True)
             actor.gates += 1
             actor.trail.append((kind, detail))
             if actor.dead:
@@ -205,6 +219,37 @@ class Coop:
             if not park.abandoned:
                 actor._go = True
             return park
+
+
+async def park_async(coop: Coop, kind: str, detail: str) -> Park:
+    """`Coop.park` for a coroutine: the actor stops, but its event loop stays free, so a cancellation
+    (``task.cancel(msg)``) reaches the coroutine here with its message, as it does in ``asyncio.sleep``."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        def resolve() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        loop.call_soon_threadsafe(resolve)
+
+    with coop._cond:
+        actor = coop.current
+        if actor is None:
+            return Park(kind, detail, released=True)
+        actor.gates += 1
+        actor.trail.append((kind, detail))
+        if actor.dead:
+            return Park(kind, detail, released=True, refused=True)
+        park = Park(kind, detail, wake=wake)
+        actor.parks.append(park)
+        actor._go = False
+        coop._cond.notify_all()
+    await future
+    return park
 
 
 def _async_raise(thread: threading.Thread, exc: type[BaseException]) -> None:

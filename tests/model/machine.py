@@ -27,6 +27,9 @@ STEPS: dict[str, int] = {}
 TRANSITIONS: dict[str, dict[str, int]] = {}
 #: Gated (known) violations seen, per family: key → (violation, the example's log).
 GATED: dict[str, dict[str, tuple[Violation, list[str]]]] = {}
+#: Of STEPS, those run while hypothesis shrank a failure (set by the first raise; the caller resets it).
+SHRINK_STEPS: dict[str, int] = {}
+SHRINKING: dict[str, bool] = {}
 
 
 class ViolationFound(AssertionError):
@@ -89,6 +92,8 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
                 return
             world.__exit__(None, None, None)
             STEPS[family] = STEPS.get(family, 0) + world.step
+            if SHRINKING.get(family):
+                SHRINK_STEPS[family] = SHRINK_STEPS.get(family, 0) + world.step
             counts = TRANSITIONS.setdefault(family, {})
             for name, count in world.transitions.items():
                 counts[name] = counts.get(name, 0) + count
@@ -108,8 +113,10 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
             for violation in world.violations:
                 if raise_gated is not None:
                     if raise_gated(violation.key):
+                        SHRINKING[family] = True
                         raise violation_error(violation, world.log)
                 elif not gated(violation.key):
+                    SHRINKING[family] = True
                     raise violation_error(violation, world.log)
                 GATED.setdefault(family, {}).setdefault(violation.key, (violation, list(world.log)))
 

@@ -33,6 +33,8 @@ import importlib
 import itertools
 import json
 import logging
+import sys
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +42,7 @@ from typing import Any
 
 from tests.harness import WorkerCrash
 from tests.model import airflow_side as af
-from tests.model.coop import Actor, Coop
+from tests.model.coop import Actor, Coop, park_async
 from tests.model.systems import (
     EmulatorHost,
     atoms,
@@ -165,6 +167,8 @@ class Job:
     creator: str
     step: int
     cancel_failed: bool = False
+    #: The live actors that knew it when its record went (who could still have ended it).
+    holders: list[Any] = field(default_factory=list)
     #: Step at which the record last named it, and what stopped naming it.
     last_named: int | None = None
     unnamed_by: str | None = None
@@ -215,6 +219,7 @@ class World:
         self._ledger_seen = 0
         self._seen: list[tuple[Any, set[str]]] = []
         self._saved_comms: Any = None
+        self._saved_sleep: Any = asyncio.sleep
         self._lj_of_try: dict[tuple[int, int], int] = {}  # (run incarnation, try_number) → LJ
         self.emulator.lifecycle = [case.initial, case.running]
         host.gate = self._gate_http
@@ -228,7 +233,24 @@ class World:
 
         self._saved_comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
         task_runner.SUPERVISOR_COMMS = self.comms
+        self._saved_sleep = asyncio.sleep
+        asyncio.sleep = self._sleep_gate  # type: ignore[assignment]
         return self
+
+    async def _sleep_gate(self, delay: float, result: Any = None) -> Any:
+        """A provider trigger's poll interval, on a trigger's thread: a gate, so a cancellation can land
+        there (with its message intact) as well as inside a request. Everything else sleeps as usual."""
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        actor = self.coop.current
+        on_trigger = (
+            actor is not None and actor.role == "trigger" and actor.thread is threading.current_thread()
+        )
+        if on_trigger and caller.startswith("airflow.providers."):
+            park = await park_async(self.coop, "sleep", f"{caller.rsplit('.', 1)[-1]} poll interval")
+            if park.refused:
+                raise asyncio.CancelledError(_SHUTDOWN)
+            return result
+        return await self._saved_sleep(delay, result)
 
     def __exit__(self, *exc: object) -> None:
         from airflow.sdk.execution_time import task_runner
@@ -237,6 +259,7 @@ class World:
             self.shutdown()
         finally:
             task_runner.SUPERVISOR_COMMS = self._saved_comms
+            asyncio.sleep = self._saved_sleep  # type: ignore[assignment]
             self.host.gate = None
             self.host.seen = None
 
@@ -723,12 +746,23 @@ class World:
         finally:
             with contextlib.suppress(Exception):
                 loop.run_until_complete(loop.shutdown_asyncgens())
+            with contextlib.suppress(Exception):
+                # A trigger's work on executor threads ends with it (no call of it outlives the actor).
+                loop.run_until_complete(loop.shutdown_default_executor())
             loop.close()
 
     async def _run_trigger(self, instance: TriggerInstance) -> None:
         """``TriggerRunner.run_trigger``: iterate the trigger's events into the triggerer's outbound queue;
         cancelled with the user-action message → ``await trigger.on_kill()`` (not if it timed out); always
         ``trigger.cleanup()``."""
+        from asgiref.sync import ThreadSensitiveContext
+
+        # asgiref runs thread-sensitive sync_to_async calls on one process-wide thread; each triggerer is
+        # a process of its own, so each trigger here gets its own (one parked trigger must not block another).
+        async with ThreadSensitiveContext():
+            await self._run_trigger_body(instance)
+
+    async def _run_trigger_body(self, instance: TriggerInstance) -> None:
         trigger = instance.trigger
         try:
             async for event in trigger.run():
@@ -789,6 +823,8 @@ class World:
             instance.triggerer.failed.append((instance.row.id, instance))
         if instance.on_kill_done:
             self._check_on_kill_done(instance)
+        elif instance.cancelled == _USER_ACTION and not instance.timed_out:
+            self._check_on_kill_skipped(instance)
 
     def triggerer_events(self, triggerer: Triggerer) -> None:
         """``handle_events`` → ``Trigger.submit_event``: every DEFERRED task instance whose ``trigger_id``
@@ -938,11 +974,15 @@ class World:
         return True
 
     def _record_gone(self, why: str) -> None:
-        knowers = self._live_knowers()
+        holders = self._live_holders()
         for job in self.jobs.values():
             if job.unnamed_by is None and job.last_named is not None and self.active(job):
-                held = any(job.key in knows for knows in knowers)
-                job.unnamed_by = f"{why}-{'holder-left-it' if held else 'nobody-held-it'}"
+                job.holders = [h for h in holders if job.key in h.knows]
+                job.unnamed_by = f"{why}-{'holder-left-it' if job.holders else 'nobody-held-it'}"
+
+    def _live_holders(self) -> list[Any]:
+        found: list[Any] = [p for p in self.processes if p.alive]
+        return found + [i for i in self.instances if i.running]
 
     def delete_run(self) -> bool:
         """The DAG run deleted (REST ``DELETE dagRuns``): its task instances and task-state-store rows go;
@@ -1069,7 +1109,10 @@ class World:
             else:
                 fate = f"ended-{creator.outcome}"
             return f"never-recorded-creator-{fate}"
-        return f"unnamed-by-{(job.unnamed_by or 'overwritten').replace(' ', '-')}"
+        situation = f"unnamed-by-{(job.unnamed_by or 'overwritten').replace(' ', '-')}"
+        if job.holders:
+            situation += "-" + "-".join(sorted({_fate(h) for h in job.holders}))
+        return situation
 
     def _two_jobs_situation(self, lj: int) -> str:
         return "two-live-jobs"
@@ -1153,7 +1196,9 @@ class World:
                     f"{process.name} of LJ {lj} defers on job(s) "
                     f"{[j.ledger_id for j in foreign]} of LJ {[j.lj for j in foreign]}",
                 )
-        if outcome in ("success", "deferred", "failed"):
+        # A try has decided once it waits (defers) or is done; a failed try decided nothing: the next
+        # try ends the old job (and until then the record keeps naming it, invariant 3).
+        if outcome in ("success", "deferred"):
             self._check_old_jobs_ended(lj, f"when {process.name} of LJ {lj} ended {outcome}")
 
     def _check_cancel(self, job: Job, actor: Actor, changed: bool) -> None:
@@ -1226,6 +1271,23 @@ class World:
                     f"{marked[0].cause} but job {job.ledger_id} still runs (task now {state})",
                 )
 
+    def _check_on_kill_skipped(self, instance: TriggerInstance) -> None:
+        """(5) for a mark while deferred, when the trigger was cancelled with the user-action message but
+        its ``on_kill`` never ran (the CancelledError reached ``run_trigger`` without its message)."""
+        marked = [x for x in self.ljs if x.number > instance.lj and x.cause.startswith("mark")]
+        if not marked:
+            return
+        for key in instance.knows:
+            job = self.jobs.get(key)
+            if job is not None and job.lj == instance.lj and self.active(job) and not job.cancel_failed:
+                self.violate(
+                    "5",
+                    "mark-deferred-trigger-on-kill-never-ran",
+                    f"{instance.name} was cancelled "
+                    f"after a {marked[0].cause} but its on_kill never ran (the cancellation reached "
+                    f"run_trigger without the user-action message); job {job.ledger_id} still runs",
+                )
+
     def check_sigterm_done(self, process: Process) -> None:
         """(5) for a mark while running: once the SIGTERM handler's on_kill ran after a mark, the job the
         try held has ended (or its cancel failed / the handler deadlocked)."""
@@ -1258,6 +1320,25 @@ def _is_submit(request: Any, operations: list[str], aws: bool) -> bool:
         "jobs/rerun": "/rerun",
     }
     return any(markers.get(op, op) in path for op in operations)
+
+
+def _fate(holder: Any) -> str:
+    """How a holder of a job ended (for the key of a job it left untracked)."""
+    if isinstance(holder, TriggerInstance):
+        if holder.on_kill_done:
+            return "trigger-on-kill-ran"
+        if holder.cancelled == _USER_ACTION and not holder.timed_out:
+            return "trigger-on-kill-never-ran"
+        if holder.actor is not None and holder.actor.dead:
+            return "trigger-killed"
+        return "trigger-ended" if holder.actor is not None and holder.actor.done else "trigger-running"
+    if holder.deadlocked:
+        return "process-on-kill-deadlocked"
+    if holder.dead:
+        return "process-killed"
+    if holder.sigterm and holder.killer is not None and holder.killer.done:
+        return f"process-on-kill-ran-then-{holder.outcome or 'running'}"
+    return f"process-{holder.outcome or 'running'}"
 
 
 def _serde(value: Any) -> Any:
