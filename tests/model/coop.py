@@ -126,9 +126,9 @@ class Coop:
         park = actor.parked
         if park is None:
             raise ModelError(f"{actor.name} is not parked")
-        with self._cond:
-            park.release()
-        self._run(actor)
+        # Released under the same lock that marks the actor running: a woken coroutine may call out (and
+        # park again) at once, and must find itself running, not parked.
+        self._run(actor, kick=park.release)
 
     def abandon(self, actor: Actor) -> Park | None:
         """Detach the actor's current park (its caller stopped waiting, e.g. a cancelled coroutine): it is
@@ -178,7 +178,20 @@ class Coop:
                 lambda: actor.done or (actor.parked is not None and not actor._go), timeout=HANG_TIMEOUT
             )
         if not ok:
-            where = actor.trail[-3:]
+            import sys
+            import traceback
+
+            frames = sys._current_frames()
+            stacks = []
+            for t in sorted(threading.enumerate(), key=lambda t: t is not actor.thread):
+                if t.ident not in frames:
+                    continue
+                stack = traceback.format_stack(frames[t.ident])
+                if t is actor.thread or any(
+                    "tests/model" in line or "asyncio" in line for line in stack[-6:]
+                ):
+                    stacks.append(f"--- {t.name}\n" + "".join(stack[-14:]))
+            where = f"{actor.trail[-3:]} parks {actor.parks[-4:]} go={actor._go}\n" + "\n".join(stacks)
             raise ModelError(
                 f"actor {actor.name} neither parked nor finished within {HANG_TIMEOUT}s; {where}"
             )

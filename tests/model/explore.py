@@ -59,6 +59,7 @@ def _next_issue(key: str) -> bool:
 
 def explore_family(family: str, steps: int, examples_per_batch: int, step_count: int) -> FamilyReport:
     from hypothesis import HealthCheck, Phase, settings
+    from hypothesis.errors import HypothesisException
     from hypothesis.stateful import run_state_machine_as_test
 
     from tests.model import machine
@@ -105,7 +106,8 @@ def explore_family(family: str, steps: int, examples_per_batch: int, step_count:
                     key, err.violation.invariant, err.violation.message, err.log, notes, _known(key)
                 )
                 print(f"[{family}] {key} ({machine.STEPS.get(family, 0)} steps)", file=sys.stderr)
-            except ModelError as err:
+            except (ModelError, HypothesisException, BaseExceptionGroup) as err:
+                # A bug of the model (or an example that did not replay alike): reported, never a finding.
                 report.model_errors.append(f"{err}\n{''.join(traceback.format_exception(err))[-3000:]}")
                 print(f"[{family}] MODEL ERROR {err}", file=sys.stderr)
                 if len(report.model_errors) > 3:

@@ -101,7 +101,11 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
         # -------------------------------------------------------------- helpers
         def _do(self, transition: str, text: str, action: Callable[[], Any]) -> Any:
             self.world.note(transition, text)
-            result = action()
+            try:
+                result = action()
+            except BaseException as err:
+                self.world.log.append(f"    !! the model raised {type(err).__name__}: {str(err)[:6000]}")
+                raise
             self.world.check()
             return result
 

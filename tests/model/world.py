@@ -799,7 +799,8 @@ class World:
         def kick() -> None:
             # The cancel is queued on the loop before the abandoned call is answered (with a refusal no
             # one reads), so the coroutine sees the cancellation, never the answer.
-            loop.call_soon_threadsafe(task.cancel, message)
+            with contextlib.suppress(RuntimeError):  # the loop closed: the trigger is ending anyway
+                loop.call_soon_threadsafe(task.cancel, message)
             self.coop.refuse_abandoned(actor, locked=True)
 
         self._drive(lambda: self.coop.resume(actor, kick), actor)
@@ -809,9 +810,12 @@ class World:
         if actor is None or actor.done:
             return
         loop, task = instance.loop, instance.task
-        kick = None
-        if loop is not None and task is not None and not loop.is_closed():
-            kick = lambda: loop.call_soon_threadsafe(task.cancel, _SHUTDOWN)  # noqa: E731
+
+        def kick() -> None:
+            if loop is not None and task is not None:
+                with contextlib.suppress(RuntimeError):  # the loop closed: the trigger is ending anyway
+                    loop.call_soon_threadsafe(task.cancel, _SHUTDOWN)
+
         self._drive(lambda: self.coop.kill(actor, kick), actor)
 
     def _instance_ended(self, instance: TriggerInstance) -> None:
@@ -821,6 +825,10 @@ class World:
             return
         if instance.cancelled is None and instance.events == 0:
             instance.triggerer.failed.append((instance.row.id, instance))
+            why = instance.raised or (instance.actor.error if instance.actor else None)
+            self.log.append(
+                f"    {instance.name} ended without an event: {type(why).__name__}: {str(why)[:200]}"
+            )
         if instance.on_kill_done:
             self._check_on_kill_done(instance)
         elif instance.cancelled == _USER_ACTION and not instance.timed_out:
