@@ -100,6 +100,7 @@ class AirflowDB:
     triggers: dict[int, TriggerRow] = field(default_factory=dict)
     other_task_state: str = SUCCESS
     _serial: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _incarnations: itertools.count = field(default_factory=lambda: itertools.count(1))
     _sequence: itertools.count = field(default_factory=lambda: itertools.count(1))
     clear_on_success: bool = False
 
@@ -107,7 +108,7 @@ class AirflowDB:
     def create_run(self) -> None:
         """``airflow dags trigger`` / the scheduler creating a run: a new DagRun row, its task instances
         with ``max_tries = retries`` (DagRun.verify_integrity → TaskInstance.insert_mapping)."""
-        incarnation = 1 if self.run is None else self.run.incarnation + 1
+        incarnation = next(self._incarnations)  # never reused: a deleted run's tries are not the new run's
         self.run = DagRunRow(incarnation=incarnation, start_date=tick(), context_carrier=dag_run_carrier())
         self.ti = TaskInstanceRow(
             id=uuid.uuid4(),

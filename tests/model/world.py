@@ -167,6 +167,7 @@ class Job:
     creator: str
     step: int
     cancel_failed: bool = False
+    answer_lost: bool = False  # the submission took effect but its answer never reached the try
     #: The live actors that knew it when its record went (who could still have ended it).
     holders: list[Any] = field(default_factory=list)
     #: Step at which the record last named it, and what stopped naming it.
@@ -219,6 +220,7 @@ class World:
         self._ledger_seen = 0
         self._seen: list[tuple[Any, set[str]]] = []
         self._saved_comms: Any = None
+        self._answer_lost_by: Any = None
         self._saved_sleep: Any = asyncio.sleep
         self._lj_of_try: dict[tuple[int, int], int] = {}  # (run incarnation, try_number) → LJ
         self.emulator.lifecycle = [case.initial, case.running]
@@ -356,6 +358,8 @@ class World:
                 key = "|".join(atoms(entry.external_id))
                 lj = owner.lj if isinstance(owner, (Process, TriggerInstance)) else self.lj
                 job = Job(entry.external_id, key, atoms(entry.external_id), lj, actor.name, self.step)
+                job.answer_lost = self._answer_lost_by is actor
+                self._answer_lost_by = None
                 self.jobs[key] = job
                 if isinstance(owner, Process):
                     owner.created.add(key)
@@ -1049,9 +1053,14 @@ class World:
             )
         else:
             ops = sorted(case.submit_operations)
-            faults.add(
-                method="POST", status=503, times=1, after=True, predicate=lambda r: _is_submit(r, ops, aws)
-            )
+
+            def lose_answer(request: Any) -> bool:
+                if not _is_submit(request, ops, aws):
+                    return False
+                self._answer_lost_by = self.coop.current
+                return True
+
+            faults.add(method="POST", status=503, times=1, after=True, predicate=lose_answer)
 
     def _cancel_seen(self, request: Any) -> bool:
         # The cancel is refused: whichever job it was about keeps running, and the record must keep it.
@@ -1116,7 +1125,7 @@ class World:
                 fate = "killed"
             else:
                 fate = f"ended-{creator.outcome}"
-            return f"never-recorded-creator-{fate}"
+            return f"never-recorded{'-answer-lost' if job.answer_lost else ''}-creator-{fate}"
         situation = f"unnamed-by-{(job.unnamed_by or 'overwritten').replace(' ', '-')}"
         if job.holders:
             situation += "-" + "-".join(sorted({_fate(h) for h in job.holders}))
