@@ -42,6 +42,11 @@ _N1 = (
     "trigger's next event as a task of its own"
 )
 
+_F7 = (
+    "finding 7, a lost id: the new epoch's cancel of the old job fails, and the new intent overwrites the "
+    "record: no record names the old job any more"
+)
+
 KNOWN_VIOLATIONS: dict[str, str] = {
     "2:foreign-event-failed-try-after-clear-of-deferred": _F1,
     "4:owner-try-decision-cancels-tracked-job": (
@@ -58,13 +63,17 @@ KNOWN_VIOLATIONS: dict[str, str] = {
     ),
     "5:mark-running-on-kill-left-job": _F5,
     "3:never-recorded-creator-killed-after-on-kill-deadlock": _F5,
-    "5:old-job-dropped-after-failed-cancel": (
-        "finding 7, a lost id: the new epoch's cancel of the old job fails, and the new intent overwrites "
-        "the record: no record names the old job any more"
-    ),
+    "5:old-job-dropped-after-failed-cancel": _F7,
+    "3:unnamed-by-overwritten-after-failed-cancel": _F7,
     # Found by the model (not in the issue's list).
     "5:mark-deferred-trigger-on-kill-never-ran": _N1,
     "3:unnamed-by-run-deleted-holder-left-it-trigger-on-kill-never-ran": _N1,
+    "3:never-recorded-answer-lost-*": (
+        "model finding N2: the service took a submission but its answer was lost (a 5xx after the job was "
+        "created); the try fails with only the intent (token) recorded. A retry resends the token and finds "
+        "the job, but with no retry left (or a mark meanwhile) the job runs on, named by nothing the "
+        "orphans tool reads. The try could resend the same token at once (idempotent) before giving up"
+    ),
     "5:mark-deferred-trigger-left-job": (
         "finding 11, the owned trigger decides on a slow, ambiguous answer: marked failed while deferred, "
         "the trigger's on_kill asks the task's state; a clear lands first, the answer says a try will run, "
@@ -77,6 +86,20 @@ NEXT_ISSUE: dict[str, str] = {
         "the DAG run was deleted while no process or running trigger held its job (e.g. deferred, no "
         "triggerer had picked the trigger up yet, or the worker's node was lost): the record went with the "
         "run, and only a lookup of the job by its identity in the system can find it again"
+    ),
+    "3:unnamed-by-run-deleted-holder-left-it-trigger-killed": (
+        "the DAG run was deleted while a trigger held its job, and the triggerer died before it cancelled "
+        "the trigger (on_kill never ran): nothing holds the job any more"
+    ),
+    "3:unnamed-by-run-deleted-holder-left-it-process-killed": (
+        "the DAG run was deleted while a worker held its job, and the worker died before its next heartbeat "
+        "(the SIGTERM → on_kill that would have cancelled it never came)"
+    ),
+    "3:unnamed-by-run-recreated-*": (
+        "the DAG run was deleted and triggered again with the same run_id while a try of the old run still "
+        "held its job: the old try's on_kill finds no record (its task-instance id is gone) and a task "
+        "instance of that name alive again (the new run's), so it leaves the job to 'a newer try', which "
+        "belongs to another run and never sees it"
     ),
     "3:unnamed-by-retention-*": (
         "the record expired (retention) while its job ran: nothing names the job any more (and a try "

@@ -20,7 +20,7 @@ from tests.model.systems import FAMILIES, EmulatorHost, cases_of
 pytestmark = pytest.mark.skipif(not DURABLE, reason="Airflow < 3.3: no task_state_store, nothing to model")
 
 #: Examples per family, and rules per example, in ``make test`` (AFD_MODEL_EXAMPLES overrides).
-EXAMPLES = int(os.environ.get("AFD_MODEL_EXAMPLES", "4"))
+EXAMPLES = int(os.environ.get("AFD_MODEL_EXAMPLES", "6"))
 STEPS_PER_EXAMPLE = 30
 
 

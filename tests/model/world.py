@@ -1127,6 +1127,12 @@ class World:
                 fate = f"ended-{creator.outcome}"
             return f"never-recorded{'-answer-lost' if job.answer_lost else ''}-creator-{fate}"
         situation = f"unnamed-by-{(job.unnamed_by or 'overwritten').replace(' ', '-')}"
+        if job.unnamed_by in (None, "overwritten") and job.cancel_failed:
+            situation += "-after-failed-cancel"
+        if situation.startswith("unnamed-by-run-deleted") and any(
+            x.cause == "run re-created" for x in self.ljs
+        ):
+            situation = situation.replace("run-deleted", "run-recreated", 1)
         if job.holders:
             situation += "-" + "-".join(sorted({_fate(h) for h in job.holders}))
         return situation
@@ -1144,10 +1150,10 @@ class World:
         for old in self.jobs.values():
             if old.lj >= lj or not self.active(old):
                 continue
-            ended_by = [
-                x for x in self.ljs if old.lj < x.number <= lj and x.cause.startswith(("clear", "mark"))
-            ]
-            if not ended_by:
+            between = [x for x in self.ljs if old.lj < x.number <= lj]
+            ended_by = [x for x in between if x.cause.startswith(("clear", "mark"))]
+            if not ended_by or any(x.cause.startswith(("run", "record")) for x in between):
+                # A deleted run or record in between: the new try cannot know the old job ((3) covers it).
                 continue
             if old.cancel_failed and self.named(old):
                 continue
