@@ -95,6 +95,11 @@ NEXT_ISSUE: dict[str, str] = {
         "the DAG run was deleted while a worker held its job, and the worker died before its next heartbeat "
         "(the SIGTERM → on_kill that would have cancelled it never came)"
     ),
+    "3:never-recorded-creator-killed": (
+        "the worker was killed inside the submit→persist window and no try followed to resume the token "
+        "(no retry left, or the task was marked or its run deleted meanwhile): the record holds only the "
+        "token, and only a lookup of the job by its identity can find it"
+    ),
     "3:unnamed-by-run-recreated-*": (
         "the DAG run was deleted and triggered again with the same run_id while a try of the old run still "
         "held its job: the old try's on_kill finds no record (its task-instance id is gone) and a task "
