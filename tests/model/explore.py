@@ -58,7 +58,7 @@ def explore_family(family: str, steps: int, examples_per_batch: int, step_count:
 
     from tests.model import machine
     from tests.model.coop import ModelError
-    from tests.model.runtime import quiet_logs
+    from tests.model.runtime import hypothesis_storage, quiet_logs
     from tests.model.systems import EmulatorHost, cases_of
 
     report = FamilyReport(family)
@@ -69,7 +69,7 @@ def explore_family(family: str, steps: int, examples_per_batch: int, step_count:
     host = EmulatorHost(cases[0].emulator_fixture)
     started = time.monotonic()
     machine.STEPS[family] = machine.SHRINK_STEPS[family] = 0
-    with host.running(), quiet_logs():
+    with host.running(), quiet_logs(), hypothesis_storage():
         while machine.STEPS.get(family, 0) - machine.SHRINK_STEPS.get(family, 0) < steps:
             seen_keys = set(report.found)
 

@@ -1,4 +1,5 @@
-"""What a model run needs around it: quiet logs (thousands of tries would print megabytes)."""
+"""What a model run needs around it: quiet logs (thousands of tries would print megabytes), and
+hypothesis' storage in a throwaway directory (it caches constants under ./.hypothesis otherwise)."""
 
 from __future__ import annotations
 
@@ -25,3 +26,20 @@ def quiet_logs(level: int = logging.CRITICAL) -> Iterator[None]:
         for name, value in saved.items():
             logging.getLogger(name).setLevel(value)
         structlog.configure(**config)
+
+
+@contextlib.contextmanager
+def hypothesis_storage() -> Iterator[None]:
+    """Point hypothesis' storage directory at a temporary one for the duration, then remove it."""
+    import shutil
+    import tempfile
+
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    directory = tempfile.mkdtemp(prefix="afd-model-hypothesis-")
+    set_hypothesis_home_dir(directory)
+    try:
+        yield
+    finally:
+        set_hypothesis_home_dir(None)
+        shutil.rmtree(directory, ignore_errors=True)

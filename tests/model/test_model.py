@@ -14,7 +14,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from tests.harness import DURABLE
 from tests.model.machine import machine_for
-from tests.model.runtime import quiet_logs
+from tests.model.runtime import hypothesis_storage, quiet_logs
 from tests.model.systems import FAMILIES, EmulatorHost, cases_of
 
 pytestmark = pytest.mark.skipif(not DURABLE, reason="Airflow < 3.3: no task_state_store, nothing to model")
@@ -30,7 +30,7 @@ def test_the_model_finds_no_violation(family: str) -> None:
     if not cases:
         pytest.skip(f"no operator of {family} can run with the installed provider")
     host = EmulatorHost(cases[0].emulator_fixture)
-    with host.running(), quiet_logs():
+    with host.running(), quiet_logs(), hypothesis_storage():
         run_state_machine_as_test(
             machine_for(family, host),
             settings=settings(
