@@ -16,7 +16,8 @@
 #                      group of systems (RUNTIME_GROUP: unset = picked by the commit hash, all, i/n,
 #                      or a comma list) and one set of phases (RUNTIME_PHASES: likewise, or all);
 #                      needs the Debian packages postgresql and redis-server
-#   make reliability   the whole matrix, then rewrite docs/reliability.json and docs/reliability.md
+#   make reliability   the whole matrix in one run (~40 min on 2 cores), then rewrite docs/reliability.json
+#                      and docs/reliability.md from it
 #   make clean         remove every env, the uv bootstrap and the per-env AIRFLOW_HOMEs
 #
 # Needs only python3.11 with pip: uv is bootstrapped with pip into .venv-tools/.
@@ -111,13 +112,13 @@ test-matrix: $(addprefix test-,$(MATRIX))
 envs: $(addprefix env-,$(MAIN) $(MATRIX))
 
 # The demo in the main env, e.g. make demo DEMO_ARGS=--keep. For scripts, once the env exists:
-# .venv/bin/airflow-durable demo --json (stdout is then the JSON document only).
+# .venv/bin/airflow-durable demo --format json (stdout is then the JSON document only).
 DEMO_ARGS ?=
 demo: $(call venv_of,$(MAIN))/.synced
 	@echo ">> airflow-durable demo $(DEMO_ARGS) (in $(call venv_of,$(MAIN)))" >&2
 	@$(call venv_of,$(MAIN))/bin/airflow-durable demo $(DEMO_ARGS)
 
-# --- runtime tier and reliability report (docs/testing.md#the-runtime-tier) ------------------
+# --- runtime tier and reliability report (docs/dev/runtime-tier.md, reliability-runs.md) -----
 RUNTIME_GROUP ?=
 # Unset: one of two phase sets, picked by the commit hash (both do not fit CI's budget); the
 # Celery-worker kill phase runs only in `make reliability` (or RUNTIME_PHASES=celerykill).
@@ -133,15 +134,18 @@ runtime-tier: $(call venv_of,$(MAIN))/.synced
 		$(call venv_of,$(MAIN))/bin/python -m pytest $(RUNTIME_PYTEST_ARGS) $(RUNTIME_SELECT) \
 		tests/e2e_runtime/test_reliability_matrix.py
 
-# Every cell on this machine (hours on a loaded 2-core machine; see docs/reliability.md); the results
-# are merged into docs/reliability.json.
+# Every cell of the matrix in one run on this machine (about 40 min on 2 cores; see
+# docs/dev/reliability-runs.md), written to build/reliability/results.json; only a complete run at one
+# commit with no uncommitted changes then becomes docs/reliability.json and docs/reliability.md.
+RELIABILITY_RESULTS := build/reliability/results.json
 reliability: $(call venv_of,$(MAIN))/.synced
-	@mkdir -p .airflow-home-$(MAIN)
-	AFD_RT_GROUP=all AFD_RT_PHASES=all AFD_RT_RESULTS="$(CURDIR)/docs/reliability.json" \
+	rm -rf $(dir $(RELIABILITY_RESULTS))
+	@mkdir -p .airflow-home-$(MAIN) $(dir $(RELIABILITY_RESULTS))
+	AFD_RT_GROUP=all AFD_RT_PHASES=all AFD_RT_RESULTS="$(CURDIR)/$(RELIABILITY_RESULTS)" \
 		AIRFLOW_HOME="$(CURDIR)/.airflow-home-$(MAIN)" AIRFLOW__CORE__LOAD_EXAMPLES=False \
 		$(call venv_of,$(MAIN))/bin/python -m pytest $(RUNTIME_PYTEST_ARGS) tests/e2e_runtime/test_reliability_matrix.py \
 		|| echo "make: some cells failed; the results are recorded anyway" >&2
-	$(call venv_of,$(MAIN))/bin/python -m tests.e2e_runtime.reliability_report
+	$(call venv_of,$(MAIN))/bin/python -m tests.e2e_runtime.reliability_report --publish $(RELIABILITY_RESULTS)
 
 # --- docs ---------------------------------------------------------------------------------
 # mkdocs-material, mkdocstrings are in the main env's lock. Offline: no fonts, no inventories.
@@ -208,15 +212,16 @@ clean:
 	rm -rf .venv .venv-* .airflow-home-* .pytest_cache
 
 # --- benchmarks -------------------------------------------------------------------------------
-# Durable vs upstream operators side by side (docs/benchmarks.md, docs/benchmarks.json, charts in
-# docs/img/benchmarks/). Exits non-zero only when a section cannot run. BENCH_ARGS=--samples 3 etc.
-# The reconnect storm runs on a real deployment per side (~3-4 min a side at --storm 100 on 2 cores);
-# BENCH_ARGS="--storm-mode in-process" for the seconds-long in-process harness, --storm 0 for none.
+# Durable vs upstream operators side by side, every section in one run: the published report
+# (docs/benchmarks.md, docs/benchmarks.json, charts in docs/img/benchmarks/). Exits non-zero only when
+# a section cannot run. Settings: docs/dev/benchmarks.md. A partial run (BENCH_ARGS=--sections ...,
+# --cases ..., --storm 0) writes build/bench/ instead: only a full run is published.
 BENCH_ARGS ?=
 .PHONY: bench bench-quick
 bench: $(call venv_of,$(MAIN))/.synced
 	nice -n 10 $(call venv_of,$(MAIN))/bin/python -m bench $(BENCH_ARGS)
 
-# A minute-long subset (one operator, no dag.test(), no real triggerer); same outputs.
+# A minute-long subset (one operator, no dag.test(), no real triggerer), written to build/bench-quick/
+# (gitignored): it never touches the published report.
 bench-quick: $(call venv_of,$(MAIN))/.synced
-	nice -n 10 $(call venv_of,$(MAIN))/bin/python -m bench --quick $(BENCH_ARGS)
+	nice -n 10 $(call venv_of,$(MAIN))/bin/python -m bench --quick --out build/bench-quick $(BENCH_ARGS)

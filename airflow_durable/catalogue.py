@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "DOC_BLOCKS",
+    "IDEMPOTENCY",
+    "Idempotency",
     "OPERATORS",
     "SYSTEMS",
     "SYSTEM_NAMES",
@@ -51,6 +53,39 @@ class System:
     doc: str
 
 
+#: What a fact is when the provider's documentation does not state it.
+SILENT = "not documented"
+
+
+@dataclass(frozen=True)
+class Idempotency:
+    """What the system documents about resubmitting a job with the same token (issue 25).
+
+    Every text field is the documentation's answer, or starts with `SILENT` and then says what the
+    emulator assumes. The emulators enforce these facts and ``tests/test_catalogue.py`` checks they agree.
+    """
+
+    #: Where the token travels: the request parameter, or where a system without one carries it.
+    carrier: str
+    #: True when the system itself deduplicates a resubmission with the same token.
+    native: bool
+    #: The most characters the carrier takes (``None``: no documented limit).
+    max_length: int | None
+    #: The characters the carrier accepts, in words (the pattern, where the model gives one).
+    characters: str
+    #: How long a token deduplicates.
+    window: str
+    #: What a resubmission with the token returns when the earlier job finished (succeeded), failed,
+    #: was cancelled, was deleted, or has expired from the system's history.
+    on_finished: str
+    on_failed: str
+    on_cancelled: str
+    on_deleted: str
+    on_expired: str
+    #: The pages (and model files) the facts come from.
+    sources: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Operator:
     """One durable operator and the provider operator it replaces with the same arguments."""
@@ -78,6 +113,11 @@ class Operator:
     waits_by_default: bool = True
     #: The system's API call that starts the job (the system pages' "submits with" column).
     submit_call: str = ""
+
+    @property
+    def idempotency(self) -> Idempotency:
+        """What the system documents about resubmitting this operator's job with the same token."""
+        return IDEMPOTENCY[self.key]
 
     @property
     def provider_qualname(self) -> str:
@@ -285,6 +325,158 @@ OPERATORS: tuple[Operator, ...] = (
         submit_call="`POST …/jobs/{job_id}/run/`",
     ),
 )
+
+_DBX_DOCS = (
+    "https://docs.databricks.com/api/workspace/jobs/submit",
+    "https://docs.databricks.com/api/workspace/jobs/runnow",
+    "databricks-sdk JobsAPI.submit / run_now docstrings (idempotency_token), JobsAPI.get_run (60 days)",
+    "https://learn.microsoft.com/en-us/azure/databricks/kb/jobs/jobs-idempotency",
+)
+_DATABRICKS = Idempotency(
+    carrier="`idempotency_token`",
+    native=True,
+    max_length=64,
+    characters=f"{SILENT} (any string)",
+    window=f"as long as a run with the token exists; {SILENT} as a duration (runs are removed after 60 days)",
+    on_finished="the existing run's id (no new run)",
+    on_failed="the existing run's id (no new run)",
+    on_cancelled="the existing run's id (no new run)",
+    on_deleted='an error ("If a run with the provided token is deleted, an error is returned")',
+    on_expired=f"{SILENT}: whether a run removed after 60 days counts as deleted; "
+    "the emulator forgets the token",
+    sources=_DBX_DOCS,
+)
+_AWS_MODEL = "botocore service model (data/<service>/*/service-2.json)"
+IDEMPOTENCY: dict[str, Idempotency] = {
+    "airflow_durable.databricks_submit_run": _DATABRICKS,
+    "airflow_durable.databricks_run_now": _DATABRICKS,
+    "airflow_durable.snowflake_sql_api": Idempotency(
+        carrier="`requestId` query parameter, with `retry=true`",
+        native=True,
+        max_length=36,
+        characters="a UUID",
+        window=SILENT,
+        on_finished="the statement already executed, not executed again (with `retry=true`)",
+        on_failed=f"{SILENT}; the emulator returns the earlier statement",
+        on_cancelled=f"{SILENT}; the emulator returns the earlier statement",
+        on_deleted="not applicable: statements cannot be deleted",
+        on_expired=f"{SILENT}; the emulator executes anew once the statement is forgotten",
+        sources=(
+            "https://docs.snowflake.com/en/developer-guide/sql-api/reference",
+            "https://docs.snowflake.com/en/developer-guide/sql-api/submitting-requests",
+            "snowflakedb/snowflake-rest-api-specs specifications/sqlapi.yaml (requestId: format uuid)",
+        ),
+    ),
+    "airflow_durable.bigquery_insert_job": Idempotency(
+        carrier="caller-chosen `jobReference.jobId`",
+        native=True,
+        max_length=1024,
+        characters="letters, numbers, underscores and dashes",
+        window="as long as the job is in the project's job history; the id then stays taken: "
+        f"{SILENT} whether it can be reused",
+        on_finished="409 duplicate (Already Exists); the job stays readable with jobs.get",
+        on_failed="409 duplicate (Already Exists)",
+        on_cancelled="409 duplicate (Already Exists)",
+        on_deleted=f"{SILENT} (jobs.delete removes the job's metadata); "
+        "the emulator answers 409 while it holds the job",
+        on_expired=f"{SILENT}; the emulator accepts the id again once the job is forgotten",
+        sources=(
+            "BigQuery v2 discovery document (google-api-python-client), JobReference.jobId",
+            "https://cloud.google.com/bigquery/docs/running-jobs#generate-job-id",
+        ),
+    ),
+    "airflow_durable.redshift_data": Idempotency(
+        carrier="`ClientToken`",
+        native=True,
+        max_length=64,
+        characters="any, case-sensitive (model: min 1, max 64, no pattern)",
+        window=SILENT,
+        on_finished=f"{SILENT}; the emulator returns the earlier statement",
+        on_failed=f"{SILENT}; the emulator returns the earlier statement",
+        on_cancelled=f"{SILENT}; the emulator returns the earlier statement",
+        on_deleted="not applicable: statements cannot be deleted",
+        on_expired=f"{SILENT} (statement metadata is kept 24 hours); the emulator forgets the token with it",
+        sources=(
+            _AWS_MODEL,
+            "https://docs.aws.amazon.com/redshift-data/latest/APIReference/API_ExecuteStatement.html",
+        ),
+    ),
+    "airflow_durable.emr_add_steps": Idempotency(
+        carrier="step name (`[afd-… step i/n]` suffix); looked up with `ListSteps`",
+        native=False,
+        max_length=256,
+        characters="the model's XML-safe characters",
+        window="no native deduplication: the lookup finds the steps while the cluster lists them",
+        on_finished="a new step set (no deduplication); the engine's lookup finds the earlier one",
+        on_failed="a new step set (no deduplication)",
+        on_cancelled="a new step set (no deduplication)",
+        on_deleted="not applicable: steps cannot be deleted",
+        on_expired=f"{SILENT}: how long a cluster lists its steps",
+        sources=(_AWS_MODEL, "https://docs.aws.amazon.com/emr/latest/APIReference/API_AddJobFlowSteps.html"),
+    ),
+    "airflow_durable.emr_serverless_start_job": Idempotency(
+        carrier="`clientToken`",
+        native=True,
+        max_length=64,
+        characters="[A-Za-z0-9._-]+",
+        window=SILENT,
+        on_finished=f"{SILENT}; the emulator returns the earlier job run",
+        on_failed=f"{SILENT}; the emulator returns the earlier job run",
+        on_cancelled=f"{SILENT}; the emulator returns the earlier job run",
+        on_deleted="not applicable: job runs cannot be deleted",
+        on_expired=f"{SILENT}; the emulator forgets the token with the job run",
+        sources=(
+            _AWS_MODEL,
+            "https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_StartJobRun.html",
+        ),
+    ),
+    "airflow_durable.emr_container": Idempotency(
+        carrier="`clientToken` (and the job run name, for the `ListJobRuns` lookup)",
+        native=True,
+        max_length=64,
+        characters="at least one non-space character (model pattern .*\\S.*)",
+        window=SILENT,
+        on_finished=f"{SILENT}; the emulator returns the earlier job run",
+        on_failed=f"{SILENT}; the emulator returns the earlier job run",
+        on_cancelled=f"{SILENT}; the emulator returns the earlier job run",
+        on_deleted="not applicable: job runs cannot be deleted",
+        on_expired=f"{SILENT}; the emulator forgets the token with the job run",
+        sources=(
+            _AWS_MODEL,
+            "https://docs.aws.amazon.com/emr-on-eks/latest/APIReference/API_StartJobRun.html",
+        ),
+    ),
+    "airflow_durable.batch": Idempotency(
+        carrier="job tag `airflow-durable-token`; looked up with `ListJobs`",
+        native=False,
+        max_length=256,
+        characters="any (tag values: model max 256)",
+        window="no native deduplication: the lookup finds the job while `ListJobs` lists it",
+        on_finished="a new job (no deduplication); the engine's lookup finds the earlier one",
+        on_failed="a new job (no deduplication)",
+        on_cancelled="a new job (no deduplication)",
+        on_deleted="not applicable: jobs cannot be deleted",
+        on_expired=f"{SILENT}: how long `ListJobs` lists a finished job",
+        sources=(_AWS_MODEL, "https://docs.aws.amazon.com/batch/latest/APIReference/API_SubmitJob.html"),
+    ),
+    "airflow_durable.dbt_cloud_run_job": Idempotency(
+        carrier="the run's `cause`; looked up with `List Runs`",
+        native=False,
+        max_length=255,
+        characters=f"any ({SILENT}: the limit is the provider's DBT_CAUSE_MAX_LENGTH, "
+        "the API documents none)",
+        window="no native deduplication: the lookup finds the run while `List Runs` lists it",
+        on_finished="a new run (no deduplication); the engine's lookup finds the earlier one",
+        on_failed="a new run (no deduplication)",
+        on_cancelled="a new run (no deduplication)",
+        on_deleted="not applicable: runs cannot be deleted",
+        on_expired=f"{SILENT}: how long a run is listed",
+        sources=(
+            "dbt-labs/dbt-cloud-openapi-spec openapi-v2.yaml (TriggerRunRequestRequest.cause)",
+            "https://docs.getdbt.com/dbt-cloud/api-v2#/operations/Trigger%20Job%20Run",
+        ),
+    ),
+}
 
 _SYSTEMS_BY_NAME = {s.name: s for s in SYSTEMS}
 _OPERATORS_BY_CLASS = {o.durable_class: o for o in OPERATORS}

@@ -21,6 +21,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 QUICK_CASES = "databricks_submit_run"
 ALL_SECTIONS = ("calls", "slots", "parse", "dagtest", "triggerer")
+#: Where the published report lives: only a full run (every section, every operator) writes it.
+PUBLISHED = {
+    "md": ROOT / "docs" / "benchmarks.md",
+    "json": ROOT / "docs" / "benchmarks.json",
+    "charts": ROOT / "docs" / "img" / "benchmarks",
+}
+#: Where every other run writes (gitignored): ``--quick``/``--tiny``, and partial runs.
+QUICK_OUT = ROOT / "build" / "bench-quick"
+PARTIAL_OUT = ROOT / "build" / "bench"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -39,6 +48,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--parse-tasks", type=int, default=None, help="tasks per parsed DAG file (default 200)")
     p.add_argument("--triggerer-sizes", default="1,100,1000", help="deferred tasks on one real triggerer")
     p.add_argument("--storm", type=int, default=100, help="tasks in the reconnect storm (0: no storm)")
+    p.add_argument(
+        "--storm-runs",
+        type=int,
+        default=2,
+        help="real storm runs per side, alternating which side goes first (default 2: A B, B A)",
+    )
     p.add_argument(
         "--storm-mode",
         choices=("real", "in-process"),
@@ -59,23 +74,71 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--note", default=None, help="a caveat printed at the top of the report (e.g. partial runs)"
     )
-    p.add_argument("--md", default=str(ROOT / "docs" / "benchmarks.md"))
-    p.add_argument("--json", default=str(ROOT / "docs" / "benchmarks.json"))
-    p.add_argument("--charts", default=str(ROOT / "docs" / "img" / "benchmarks"))
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="write benchmarks.md, benchmarks.json and img/ into DIR (default: docs/ for a full run, "
+        "build/bench-quick/ for --quick and --tiny, build/bench/ for any other partial run)",
+    )
+    p.add_argument("--md", default=None, help="the report (overrides --out)")
+    p.add_argument("--json", default=None, help="the raw results (overrides --out)")
+    p.add_argument("--charts", default=None, help="the charts' directory (overrides --out)")
     return p.parse_args(argv)
+
+
+def is_full_run(args: argparse.Namespace) -> bool:
+    """Every section on every operator with the reconnect storm: the only run that may be published."""
+    return (
+        not (args.quick or args.tiny or args.report_only)
+        and args.sections is None
+        and args.cases is None
+        and args.storm > 0
+    )
+
+
+def outputs(args: argparse.Namespace) -> tuple[Path, Path, Path]:
+    """``(md, json, charts)`` of a run. The published report (docs/) is the default of a full run only,
+    so a quick or partial run never overwrites it: those write under build/ (gitignored)."""
+    if args.out is not None:
+        out = Path(args.out)
+        base = {"md": out / "benchmarks.md", "json": out / "benchmarks.json", "charts": out / "img"}
+    elif is_full_run(args) or (args.report_only and len(args.report_only) == 1 and _published(args)):
+        base = dict(PUBLISHED)
+    else:
+        out = QUICK_OUT if (args.quick or args.tiny) else PARTIAL_OUT
+        base = {"md": out / "benchmarks.md", "json": out / "benchmarks.json", "charts": out / "img"}
+    return (
+        Path(args.md) if args.md else base["md"],
+        Path(args.json) if args.json else base["json"],
+        Path(args.charts) if args.charts else base["charts"],
+    )
+
+
+def _published(args: argparse.Namespace) -> bool:
+    """``--report-only`` of one JSON re-renders the published report only when that JSON is a full run's."""
+    try:
+        settings = json.loads(Path(args.report_only[0]).read_text())["settings"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return bool(settings.get("full_run"))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    md, js, charts = outputs(args)
     if args.report_only:
         from bench import report
 
-        document = _merge([json.loads(Path(p).read_text()) for p in args.report_only])
+        documents = [json.loads(Path(p).read_text()) for p in args.report_only]
+        document = _merge(documents) if len(documents) > 1 else documents[0]
         _attach_baseline(document, args)
         if args.note:
             document["note"] = args.note
-        Path(args.json).write_text(json.dumps(document, indent=1, default=str) + "\n")
-        report.write(document, Path(args.md), Path(args.charts), json_name=Path(args.json).name)
+        js.parent.mkdir(parents=True, exist_ok=True)
+        js.write_text(json.dumps(document, indent=1, default=str) + "\n")
+        report.write(document, md, charts, json_name=js.name)
+        print(f">> bench: wrote {md} and {js}", file=sys.stderr)
         return 0
     quick = args.quick or args.tiny
     sections = (args.sections or ("calls,slots,parse" if quick else ",".join(ALL_SECTIONS))).split(",")
@@ -99,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         "triggerer_sizes": args.triggerer_sizes,
         "storm": args.storm,
         "storm_mode": args.storm_mode or ("in-process" if quick else "real"),
+        "storm_runs": args.storm_runs,
         "command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
+        "full_run": is_full_run(args),
     }
     from bench import machine
 
@@ -121,21 +186,30 @@ def main(argv: list[str] | None = None) -> int:
             print(f">> bench: section {section} took {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
             # Keep what is done so far: a run stopped later still leaves these sections' results.
             partial = {"meta": meta, "settings": settings, "failures": failures, "records": records}
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps(partial, indent=1, default=str) + "\n")
+            _partial_path(js).parent.mkdir(parents=True, exist_ok=True)
+            _partial_path(js).write_text(json.dumps(partial, indent=1, default=str) + "\n")
     finally:
         shutil.rmtree(home, ignore_errors=True)
     meta["load_after"] = machine.load()
     meta["duration_s"] = time.time() - started
     document = {"meta": meta, "settings": settings, "failures": failures, "records": records}
     _attach_baseline(document, args)
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(document, indent=1, default=str) + "\n")
+    js.parent.mkdir(parents=True, exist_ok=True)
+    js.write_text(json.dumps(document, indent=1, default=str) + "\n")
+    _partial_path(js).unlink(missing_ok=True)
     from bench import report
 
-    report.write(document, Path(args.md), Path(args.charts), json_name=Path(args.json).name)
-    print(f">> bench: wrote {args.md} and {args.json} in {meta['duration_s']:.0f} s", file=sys.stderr)
+    report.write(document, md, charts, json_name=js.name)
+    print(f">> bench: wrote {md} and {js} in {meta['duration_s']:.0f} s", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _partial_path(js: Path) -> Path:
+    """Where a run keeps its finished sections while it runs, never over the results themselves (a run
+    stopped halfway leaves the published ones as they were): beside them, or under build/ for docs/."""
+    if js.resolve() == PUBLISHED["json"].resolve():
+        return PARTIAL_OUT / "benchmarks.partial.json"
+    return js.with_name(js.stem + ".partial.json")
 
 
 def _attach_baseline(document: dict[str, Any], args: argparse.Namespace) -> None:

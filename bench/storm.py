@@ -345,11 +345,12 @@ def run_side(side: str, n: int, emulator: Any, timeout: float) -> dict[str, Any]
     return row
 
 
-def run(n: int, timeout: float | None = None) -> list[dict[str, Any]]:
-    """Both sides, one deployment each, against one emulator in this process.
+def run(n: int, timeout: float | None = None, runs: int = 1) -> list[dict[str, Any]]:
+    """Both sides, one deployment each, against one emulator in this process, ``runs`` times.
 
-    Upstream runs first unless ``BENCH_STORM_ORDER=ours,upstream``: a second run in the other order tells
-    a side's cost from the machine warming up (one sample per side and run).
+    The first run goes upstream first unless ``BENCH_STORM_ORDER=ours,upstream``; each further run swaps
+    the order (A B, B A, ...), so that one benchmark run tells a side's cost from the machine warming up
+    (one sample per side and run; with ``runs > 1`` each row names its run).
     """
     from airflow_durable.testing import DatabricksEmulator
 
@@ -360,10 +361,15 @@ def run(n: int, timeout: float | None = None) -> list[dict[str, Any]]:
         order = os.environ.get("BENCH_STORM_ORDER", "upstream,ours").split(",")
         if sorted(order) != ["ours", "upstream"]:
             raise ValueError(f"BENCH_STORM_ORDER must name ours and upstream once each, not {order}")
-        for side in order:
-            _log(f"{side}: {n} tasks")
-            rows.append(run_side(side, n, emulator, timeout))
-            _log(f"{side}: done in {rows[-1]['s_side_total']:.0f} s")
+        for index in range(runs):
+            sides = order if index % 2 == 0 else order[::-1]
+            for side in sides:
+                _log(f"{side}: {n} tasks")
+                row = run_side(side, n, emulator, timeout)
+                if runs > 1:
+                    row["run"] = f"run {index + 1}, {sides[0]} first"
+                rows.append(row)
+                _log(f"{side}: done in {rows[-1].get('s_side_total', 0):.0f} s")
     finally:
         emulator.stop()
     return rows

@@ -242,7 +242,7 @@ def run(settings: dict[str, Any], env: dict[str, str]) -> list[dict[str, Any]]:
         if storm > 0 and settings.get("storm_mode", "in-process") == "real":
             from bench import storm as real_storm
 
-            storms = real_storm.run(storm)
+            storms = real_storm.run(storm, runs=int(settings.get("storm_runs", 1)))
         elif storm > 0:
             storms = _storm_in_process(storm, emulator)
     finally:

@@ -18,6 +18,9 @@ os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_home}
 os.environ.setdefault("AIRFLOW__OPENLINEAGE__DISABLED", "True")
 os.environ.setdefault("SCARF_ANALYTICS", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+# The emulators check every request and answer against the services' published contracts; in this
+# suite a violation fails the test (airflow_durable.testing.contracts).
+os.environ.setdefault("AIRFLOW_DURABLE_EMULATOR_CONTRACTS", "strict")
 
 
 def pytest_sessionstart(session):  # type: ignore[no-untyped-def]

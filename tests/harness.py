@@ -14,10 +14,13 @@ The end-to-end tests (``tests/e2e``) run the same scenarios through real ``dag.t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import importlib
 import json
-from collections.abc import Callable
+import threading
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +60,7 @@ class MemoryStateStore:
         self._crash: tuple[Callable[[Any], bool], bool] | None = None
         self.fail_get = False
         self._fail_set: Callable[[Any], bool] | None = None
+        self._hold: tuple[Callable[[Any], bool], threading.Event, threading.Event] | None = None
 
     def get(self, key: str, default: Any = None) -> Any:
         self.calls.append(StoreCall("get", key))
@@ -85,11 +89,62 @@ class MemoryStateStore:
         self.calls.append(StoreCall("delete", key))
         self.data.pop(key, None)
 
+    def hold_when(self, predicate: Callable[[Any], bool]) -> tuple[threading.Event, threading.Event]:
+        """Hold the first write whose value matches while it is in flight, until ``release`` is set: a try
+        paused (a frozen worker, a slow execution API) between sending the write and its being handled.
+        Returns ``(reached, release)``."""
+        reached, release = threading.Event(), threading.Event()
+        self._hold = (predicate, reached, release)
+        return reached, release
+
+    def in_flight(self, value: Any) -> None:
+        hold = self._hold
+        if hold is not None and hold[0](value):
+            self._hold = None
+            hold[1].set()
+            if not hold[2].wait(60):
+                raise RuntimeError("a held state-store write was never released")
+
     def crash_when(self, predicate: Callable[[Any], bool], *, before: bool) -> None:
         self._crash = (predicate, before)
 
     def fail_set(self, predicate: Callable[[Any], bool] | None) -> None:
         self._fail_set = predicate
+
+
+class TaskInstanceNotFound(RuntimeError):
+    """What the execution API answers a store write of a task-instance id that no longer exists."""
+
+
+class TryStateStore:
+    """One try's ``task_state_store``: Airflow's accessor is bound to the try's task-instance id, and the
+    execution API resolves that id to the task instance's rows. Every retry and every clear gives the task
+    instance a new id (``TaskInstance.prepare_db_for_next_try``), after which the old id reads nothing
+    (``TASK_STORE_NOT_FOUND``: the accessor returns the default) and writes fail."""
+
+    def __init__(self, store: MemoryStateStore, ti: FakeTaskInstance, ti_id: str) -> None:
+        self.store, self.ti, self.ti_id = store, ti, ti_id
+
+    @property
+    def current(self) -> bool:
+        return self.ti.id == self.ti_id and not self.ti.gone
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if not self.current:
+            self.store.calls.append(StoreCall("get", key))
+            return default
+        return self.store.get(key, default)
+
+    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
+        self.store.in_flight(value)  # the call is on its way; the execution API answers it after
+        if not self.current:
+            self.store.calls.append(StoreCall("set", key, copy.deepcopy(value)))
+            raise TaskInstanceNotFound(f"404: task instance {self.ti_id} not found")
+        self.store.set(key, value, retention=retention)
+
+    def delete(self, key: str) -> None:
+        if self.current:
+            self.store.delete(key)
 
 
 def record_state(state: str) -> Callable[[Any], bool]:
@@ -117,6 +172,11 @@ class FakeTaskInstance:
         self.map_index = -1
         self.try_number = 0
         self.max_tries = retries
+        #: The task instance's id: new at every retry and every clear (``prepare_db_for_next_try``).
+        self.id = uuid.uuid4().hex
+        #: Its state as Airflow's ``GetTaskStates`` answers it; ``gone``: its DAG run was deleted.
+        self.state: str | None = None
+        self.gone = False
         self.stats_tags: dict[str, str] = {}
         self.xcoms: dict[str, Any] = {}
 
@@ -152,6 +212,8 @@ class TaskRunner:
         self.retries = retries
         self.store = store if store is not None else MemoryStateStore()
         self.ti = FakeTaskInstance("conformance", "manual__2026-12-02", "job", retries)
+        _TASK_INSTANCES[(self.ti.dag_id, self.ti.run_id, self.ti.task_id, self.ti.map_index)] = self.ti
+        self._id_is_new = True
         self.dag_run = FakeDagRun()
         self.trigger_interrupts = trigger_interrupts  # "triggerer killed mid-deferral" this many times
         #: Replaces a trigger's event before the task resumes: a broken trigger or event serialization.
@@ -166,17 +228,35 @@ class TaskRunner:
             "run_id": self.ti.run_id,
             "dag_run": self.dag_run,
         }
-        context["task_state_store"] = self.store
+        context["task_state_store"] = (
+            TryStateStore(self.store, self.ti, self.ti.id)
+            if isinstance(self.store, MemoryStateStore)
+            else self.store
+        )
         return context
 
-    def run_try(self) -> TryOutcome:
+    def new_ti_id(self) -> None:
+        """Airflow's ``prepare_db_for_next_try``: the task instance gets a new id (a retry or a clear)."""
+        self.ti.id = uuid.uuid4().hex
+        self._id_is_new = True
+
+    def start_try(self) -> tuple[Any, dict[str, Any]]:
+        """A new try starts: its number, its task-instance id, a freshly parsed operator and its context."""
+        if self.ti.try_number > 0 and not self._id_is_new:
+            self.new_ti_id()  # the previous try ended (failed, died): its retry has a new task-instance id
+        self._id_is_new = False
+        self.ti.state = "running"
         self.ti.try_number += 1
         self.ti.xcoms = {}  # Airflow clears a task's XComs at the start of every new try
-        outcome = TryOutcome(self.ti.try_number, "failed")
         operator = self.make_operator()  # every try is a fresh process with a freshly parsed operator
         self.last_operator = operator
         context = self.context()
         context["task"] = operator  # Airflow's context carries the task (Airflow 2 link helpers read it)
+        return operator, context
+
+    def run_try(self) -> TryOutcome:
+        operator, context = self.start_try()
+        outcome = TryOutcome(self.ti.try_number, "failed")
         method: Callable[..., Any] = operator.execute
         kwargs: dict[str, Any] = {}
         try:
@@ -198,9 +278,12 @@ class TaskRunner:
                     # As Airflow resumes: the deferral's kwargs (stored as JSON on the task instance) + event.
                     kwargs = {**json.loads(json.dumps(deferred.kwargs or {})), "event": event}
         except WorkerCrash as crash:
-            outcome.state, outcome.error = "crashed", crash
+            outcome.state, outcome.error = "crashed", crash  # Airflow still thinks it runs
         except Exception as err:  # the try fails, Airflow marks it up_for_retry
             outcome.state, outcome.error = "failed", err
+            self.ti.state = "up_for_retry" if self.ti.try_number <= self.ti.max_tries else "failed"
+        if outcome.state == "success":
+            self.ti.state = "success"
         outcome.xcoms = dict(self.ti.xcoms)
         self.outcomes.append(outcome)
         return outcome
@@ -215,9 +298,11 @@ class TaskRunner:
 
     def clear(self, retries: int = 3) -> None:
         """A user clears the finished task: Airflow raises max_tries (models/taskinstance.py) and the run's
-        clear_number (and restarts the run, if it had finished)."""
+        clear_number (and restarts the run, if it had finished); the task instance gets a new id."""
         self.ti.max_tries = self.ti.try_number + retries
         self.dag_run.clear_number += 1
+        self.new_ti_id()
+        self.ti.state = None
 
     def recreate_dag_run(self) -> None:
         """The DAG run is deleted (its state-store rows go with it) and created again with the same run_id."""
@@ -225,6 +310,8 @@ class TaskRunner:
         self.dag_run = FakeDagRun()
         self.ti.try_number = 0
         self.ti.max_tries = self.retries
+        self.new_ti_id()
+        self.ti.state = None
 
     def _run_trigger(self, trigger: Any) -> Any:
         for _ in range(self.trigger_interrupts):
@@ -233,6 +320,30 @@ class TaskRunner:
             trigger = _rebuild(trigger)
         self.trigger_interrupts = 0
         return asyncio.run(_first_event(_rebuild(trigger), timeout=30))
+
+
+#: Every runner's task instance, by (dag_id, run_id, task_id, map_index): what `airflow_task_states` answers.
+_TASK_INSTANCES: dict[tuple[str, str, str, int], FakeTaskInstance] = {}
+
+
+def airflow_task_states(dag_id: str, run_id: str, task_id: str, map_index: int) -> str | None:
+    """Airflow's answer to ``GetTaskStates`` for one task instance (``KeyError``: Airflow does not know it),
+    for the harness's task instances; install it with `answering_task_states`."""
+    ti = _TASK_INSTANCES.get((dag_id, run_id, task_id, map_index))
+    if ti is None or ti.gone:
+        raise KeyError(task_id)
+    return ti.state
+
+
+@contextlib.contextmanager
+def answering_task_states() -> Iterator[None]:
+    """Make the engine's question "what state is this task instance in?" reach the harness's Airflow."""
+    saved = shims.get_task_states
+    shims.get_task_states = airflow_task_states
+    try:
+        yield
+    finally:
+        shims.get_task_states = saved
 
 
 class TriggerFailure(RuntimeError):

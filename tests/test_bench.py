@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,35 @@ pytestmark = [
         not shims.DURABLE_RUNTIME, reason="the benchmarks compare durable runs: Airflow >= 3.3"
     ),
 ]
+
+
+def _tracked_files() -> dict[str, tuple[int, int]]:
+    """Every tracked file's (mtime, size): a run that writes one changes its mtime even with equal text."""
+    names = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split("\0")
+    out = {}
+    for name in filter(None, names):
+        try:
+            st = (ROOT / name).stat()
+        except FileNotFoundError:  # deleted in the working tree
+            continue
+        out[name] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _no_tracked_file_written() -> Iterator[None]:
+    """The tests' bench runs write to temporary directories only, never over a tracked file (the
+    published report included)."""
+    if not (ROOT / ".git").exists():
+        yield
+        return
+    before = _tracked_files()
+    yield
+    after = _tracked_files()
+    changed = sorted(n for n in before.keys() | after.keys() if before.get(n) != after.get(n))
+    assert not changed, f"a bench run in the tests wrote tracked files: {changed}"
 
 
 def test_bench_tiny_writes_the_report(tmp_path: Path) -> None:

@@ -277,3 +277,62 @@ def test_every_system_has_its_extra_with_its_provider():
         assert any(req.startswith(s.provider_package) for req in extras[s.extra]), (s.extra, extras[s.extra])
     everything = extras["all"][0]
     assert all(s.extra in everything for s in SYSTEMS), everything
+
+
+# ------------------------------------------------------------------- documented idempotency (issue 25)
+def test_every_operator_declares_its_documented_idempotency():
+    from tests.conformance.systems import SYSTEMS as CASES
+
+    lookup = {c.external_id_key: c.window_closed_by == "lookup" for c in CASES}
+    for o in OPERATORS:
+        facts = o.idempotency
+        assert facts is catalogue.IDEMPOTENCY[o.key], o.key
+        for name in ("carrier", "characters", "window", "on_finished", "on_failed", "on_cancelled"):
+            assert getattr(facts, name).strip(), (o.key, name)
+        assert facts.on_deleted and facts.on_expired and facts.sources, o.key
+        # A system without native deduplication must close the window by lookup (EMR on EKS does both).
+        assert facts.native or lookup[o.key], o.key
+    assert set(catalogue.IDEMPOTENCY) == {o.key for o in OPERATORS}
+
+
+def _aws_max(service: str, operation: str, *path: str) -> int:
+    from airflow_durable.testing.contracts._aws import service_model
+
+    shape = service_model(service).operation_model(operation).input_shape
+    for step in path:
+        shape = shape.member if step == "[]" else shape.value if step == "{}" else shape.members[step]
+    return int(shape.metadata["max"])
+
+
+def test_the_emulators_enforce_the_catalogues_token_limits():
+    from airflow_durable.testing import bigquery, databricks, dbt_cloud, redshift_data
+
+    limit = {o.key: o.idempotency.max_length for o in OPERATORS}
+    assert databricks.MAX_TOKEN_LENGTH == limit["airflow_durable.databricks_submit_run"] == 64
+    assert bigquery.MAX_JOB_ID_LENGTH == limit["airflow_durable.bigquery_insert_job"]
+    assert dbt_cloud.MAX_CAUSE_LENGTH == limit["airflow_durable.dbt_cloud_run_job"]
+    assert redshift_data.MAX_TOKEN_LENGTH == limit["airflow_durable.redshift_data"]
+    assert limit["airflow_durable.snowflake_sql_api"] == len("00000000-0000-0000-0000-000000000000")
+    # The AWS limits are botocore's model's, which the emulators enforce on every request.
+    assert (
+        _aws_max("redshift-data", "ExecuteStatement", "ClientToken") == limit["airflow_durable.redshift_data"]
+    )
+    assert (
+        _aws_max("emr-serverless", "StartJobRun", "clientToken")
+        == limit["airflow_durable.emr_serverless_start_job"]
+    )
+    assert _aws_max("emr-containers", "StartJobRun", "clientToken") == limit["airflow_durable.emr_container"]
+    assert _aws_max("batch", "SubmitJob", "tags", "{}") == limit["airflow_durable.batch"]
+    assert (
+        _aws_max("elasticmapreduce", "AddJobFlowSteps", "Steps", "[]", "Name")
+        == limit["airflow_durable.emr_add_steps"]
+    )
+    from airflow_durable.testing.contracts._aws import service_model
+
+    pattern = (
+        service_model("emr-serverless").operation_model("StartJobRun").input_shape.members["clientToken"]
+    )
+    assert (
+        catalogue.IDEMPOTENCY["airflow_durable.emr_serverless_start_job"].characters
+        == pattern.metadata["pattern"]
+    )

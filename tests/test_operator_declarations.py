@@ -112,7 +112,7 @@ _MISSING_PROVIDER = textwrap.dedent(
     """
     import json, sys
     from airflow_durable import catalogue
-    import airflow_durable.engine  # Airflow itself first: its configuration discovers every provider
+    import airflow_durable.engine.mixin  # Airflow itself first: its configuration discovers every provider
 
     results = {}
     for system in catalogue.SYSTEMS:

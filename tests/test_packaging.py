@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -16,7 +18,7 @@ import jsonschema
 import pytest
 
 import airflow_durable
-from airflow_durable.catalogue import OPERATORS
+from airflow_durable.catalogue import OPERATORS, SYSTEMS
 from airflow_durable.get_provider_info import get_provider_info
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,6 +87,11 @@ def _cli_modules(loaded: set[str]) -> set[str]:
     }
 
 
+def test_building_the_command_line_imports_no_airflow():
+    loaded = _modules_after("import airflow_durable.cli as cli\ncli.build_app()")
+    assert not [m for m in loaded if m == "airflow" or m.startswith("airflow.")]
+
+
 def test_the_import_checks_cover_every_operator_module():
     params = {
         "airflow_durable.operators." + m.stem
@@ -114,7 +121,7 @@ def _build(tmp_path: Path, *targets: str) -> dict[str, Path]:
     return {p.suffix: p for p in tmp_path.iterdir()}
 
 
-def test_sdist_holds_the_package_readme_and_pyproject_only(tmp_path):
+def test_sdist_holds_the_package_readme_license_and_pyproject_only(tmp_path):
     built = _build(tmp_path, "sdist")
     with tarfile.open(built[".gz"]) as sdist:
         names = [n.split("/", 1)[1] for n in sdist.getnames() if "/" in n]
@@ -122,7 +129,7 @@ def test_sdist_holds_the_package_readme_and_pyproject_only(tmp_path):
         assert pkg_info is not None
         assert f"Version: {airflow_durable.__version__}" in pkg_info.read().decode()
     top = {n.split("/")[0] for n in names}
-    assert top == {"airflow_durable", "README.md", "pyproject.toml", "PKG-INFO", ".gitignore"}, top
+    assert top == {"airflow_durable", "README.md", "pyproject.toml", "LICENSE", "PKG-INFO", ".gitignore"}, top
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     # Everything git tracks in the package ships (the demo's DAG files included), nothing else.
     tracked = subprocess.run(
@@ -142,6 +149,7 @@ def test_wheel_ships_py_typed_the_demo_dag_builder_and_the_entry_points(tmp_path
         ).decode()
         metadata_text = wheel.read(meta).decode()
     assert "airflow_durable/py.typed" in names
+    assert f"{meta.split('/')[0]}/licenses/LICENSE" in names  # Apache-2.0, as the metadata declares
     # The demo writes a two-line DAG file per system that calls this builder with its table row.
     assert "airflow_durable/demo/dag.py" in names and "airflow_durable/demo/table.py" in names
     assert {n.split("/")[0] for n in names} == {"airflow_durable", meta.split("/")[0]}
@@ -183,7 +191,7 @@ def _modules_before_and_after(module: str) -> tuple[set[str], set[str]]:
     ("module", "own"),
     [
         ("airflow_durable.operators.databricks", "databricks"),
-        ("airflow_durable.engine", None),
+        ("airflow_durable.engine.mixin", None),
         ("airflow_durable.operators.dbt_cloud", "dbt"),
         ("airflow_durable.operators.snowflake", "snowflake"),
         ("airflow_durable.operators.bigquery", "google"),
@@ -208,3 +216,177 @@ def test_an_operator_module_imports_no_other_provider_and_no_cli_dependency(modu
     # Airflow itself imports rich, click and libcst (3.3): what counts is what *our* module adds on top
     # of Airflow's SDK and the provider's own operator module.
     assert _cli_modules(loaded) - _cli_modules(before) == set()
+
+
+# --------------------------------------------------------------------------- without Airflow
+# The core install is the command line and no Airflow (pyproject.toml): the pre-commit hook installs just
+# that. Every system's extra brings Airflow next to its provider.
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory.mktemp("wheel"), "wheel")[".whl"]
+
+
+def _requirements(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        text = archive.read(meta).decode()
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Dist:")]
+
+
+def test_the_core_requires_no_airflow_and_every_system_extra_brings_it(wheel: Path):
+    requirements = _requirements(wheel)
+    core = [r for r in requirements if "extra ==" not in r]
+    assert sorted(r.split(">=")[0] for r in core) == ["httpx", "libcst", "packaging", "rich", "typer"], core
+    for extra in {s.extra for s in SYSTEMS} | {"all"}:
+        of_extra = [r.split(";")[0].strip() for r in requirements if r.endswith(f"extra == '{extra}'")]
+        assert "apache-airflow>=2.11.0" in of_extra, (extra, of_extra)
+
+
+_NO_AIRFLOW = "import sys\nsys.modules['airflow'] = None  # `import airflow` fails, find_spec says absent\n"
+
+
+def _without_airflow(code: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _NO_AIRFLOW + code],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200", "AIRFLOW_DURABLE_API_URL": ""},
+    )
+
+
+def _cli_without_airflow(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    code = f"from airflow_durable.cli import main\nsys.argv = ['airflow-durable', *{list(args)!r}]\nmain()\n"
+    return _without_airflow(code, cwd)
+
+
+def test_check_and_migrate_run_where_airflow_cannot_be_imported(tmp_path):
+    found = _cli_without_airflow("check", "tests/lint/corpus/tp_adr002_watermark.py", "--isolated")
+    assert found.returncode == 1, found.stderr[-2000:]
+    assert found.stdout.startswith("tests/lint/corpus/tp_adr002_watermark.py:15:9 ADR002 ")
+    (tmp_path / "dag.py").write_bytes((ROOT / "tests/lint/migrate_cases/databricks_before.py").read_bytes())
+    would = _cli_without_airflow("migrate", "dag.py", "--check", cwd=tmp_path)
+    assert would.returncode == 1 and "would rewrite dag.py" in would.stderr, would.stderr[-2000:]
+    version = _cli_without_airflow("--version")
+    assert version.returncode == 0 and version.stdout == f"airflow-durable {airflow_durable.__version__}\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (("demo",), 1, "Apache Airflow is not installed here"),
+        (("jobs", "--live", "--url", "http://127.0.0.1:9"), 2, "--live reads each job's status"),
+        (("orphans", "--url", "http://127.0.0.1:9"), 2, "needs Apache Airflow"),
+    ],
+)
+def test_commands_that_need_airflow_say_so(args, code, says):
+    done = _cli_without_airflow(*args)
+    assert done.returncode == code, done.stderr[-2000:]
+    assert says in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert 'pip install "airflow-durable[databricks]"' in done.stderr
+
+
+def test_importing_an_operator_without_airflow_names_the_extras():
+    done = _without_airflow("import airflow_durable.operators.databricks")
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError: the durable operators need Apache Airflow"), last
+    assert 'pip install "airflow-durable[<extra>]"' in last and "databricks, snowflake" in last
+
+
+def _uv() -> str | None:
+    bootstrapped = ROOT / ".venv-tools" / "bin" / "uv"  # the Makefile's
+    return str(bootstrapped) if bootstrapped.exists() else shutil.which("uv")
+
+
+def test_the_wheel_installs_without_airflow_and_check_runs(wheel: Path, tmp_path: Path):
+    """The pre-commit hook's case: a fresh environment with the wheel and its core dependencies only.
+
+    Offline: uv installs from its cache, which building the test environments (``make env-3.3``) fills
+    with every core dependency.
+    """
+    uv = _uv()
+    if uv is None:
+        pytest.skip("no uv (make bootstraps it into .venv-tools/): the offline install cannot run")
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1", "COLUMNS": "200"}
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, env=env, timeout=120
+    )
+    python = venv / "bin" / "python"
+    installed = subprocess.run(
+        [uv, "pip", "install", "--offline", "--python", str(python), str(wheel)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert installed.returncode == 0, (
+        "uv could not install the wheel from its cache offline (build the env first: make env-3.3)\n"
+        + installed.stderr[-3000:]
+    )
+    assert "apache-airflow" not in installed.stderr and "+ airflow-durable==" in installed.stderr
+    absent = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print(u.find_spec('airflow'))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert absent.stdout.strip() == "None", absent.stdout + absent.stderr
+
+    exe = str(venv / "bin" / "airflow-durable")
+    corpus = ROOT / "tests" / "lint" / "corpus"
+    found = subprocess.run(
+        [exe, "check", "tp_adr002_watermark.py", "la_values.py", "--isolated"],
+        capture_output=True,
+        text=True,
+        cwd=corpus,
+        env=env,
+        timeout=120,
+    )
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert found.stdout.startswith("tp_adr002_watermark.py:15:9 ADR002 ")
+    assert found.stdout.splitlines()[-1].startswith("2 finding(s) in 2 file(s) checked")
+    clean = subprocess.run(
+        [exe, "check", "la_values.py", "--isolated", "-q"],
+        capture_output=True,
+        text=True,
+        cwd=corpus,
+        timeout=120,
+    )
+    assert clean.returncode == 0 and clean.stdout == "", clean.stdout + clean.stderr
+    demo = subprocess.run(
+        [exe, "demo", "--format", "json"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert demo.returncode == 1 and json.loads(demo.stdout)["ok"] is False, demo.stdout + demo.stderr
+    assert "Apache Airflow is not installed" in demo.stderr
+
+
+def test_the_jobs_page_installs_itself_and_one_setting_switches_it_off():
+    """The ``airflow.plugins`` entry point loads everywhere; ``[airflow_durable] jobs_page`` empties it."""
+    (plugin,) = [
+        ep
+        for ep in metadata.entry_points(group="airflow.plugins")
+        if ep.dist is not None and ep.dist.metadata["Name"] == "airflow-durable"
+    ]
+    module, _, attr = plugin.value.partition(":")
+    probe = (
+        f"import importlib, json; cls = getattr(importlib.import_module({module!r}), {attr!r})\n"
+        "print(json.dumps([len(cls.fastapi_apps), len(cls.external_views)]))"
+    )
+    served = importlib.util.find_spec("fastapi") is not None  # Airflow 2.x has no API server to mount it on
+
+    def sizes(**env: str) -> list[int]:
+        out = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, **env},
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert sizes() == ([1, 1] if served else [0, 0])
+    assert sizes(AIRFLOW__AIRFLOW_DURABLE__JOBS_PAGE="False") == [0, 0]

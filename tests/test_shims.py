@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -26,15 +29,71 @@ def test_store_comes_from_the_context_only_on_a_durable_runtime():
     assert shims.get_task_state_store({}) is None
 
 
-@pytest.mark.skipif(shims.DURABLE_RUNTIME, reason="the no-op warning exists only below Airflow 3.3")
-def test_explicit_durable_true_warns_once_below_3_3():
-    shims._warned_noop.discard("ProbeOperator")
+def _off_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in caught if str(w.message).startswith(shims.DURABILITY_OFF)]
+
+
+@pytest.mark.skipif(shims.DURABLE_RUNTIME, reason="durability is off only below Airflow 3.3")
+def test_below_3_3_durability_off_is_said_once_per_process(monkeypatch):
+    monkeypatch.setattr(shims, "_warned_noop", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert shims.resolve_durable(True, "ProbeOperator") is False
-        assert shims.resolve_durable(True, "ProbeOperator") is False
-    assert len([w for w in caught if "has no effect" in str(w.message)]) == 1
-    assert shims.resolve_durable(None, "ProbeOperator") is False
+        assert shims.resolve_durable(False, "Opted") is False  # the user's own choice: nothing to say
+        assert _off_warnings(caught) == []
+        assert shims.resolve_durable(None, "First") is False  # durable= not passed: still said
+        assert shims.resolve_durable(True, "Second") is False  # another class, explicit: not again
+        assert shims.resolve_durable(None, "First") is False
+    said = _off_warnings(caught)
+    assert len(said) == 1, said
+    assert "First" in said[0] and "has no effect on Airflow versions below 3.3" in said[0]
+
+
+@pytest.mark.skipif(not shims.DURABLE_RUNTIME, reason="Airflow 3.3+: durable, nothing to say")
+def test_on_3_3_nothing_is_said(monkeypatch):
+    monkeypatch.setattr(shims, "_warned_noop", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for durable in (None, True, False):
+            shims.resolve_durable(durable, "Probe")
+    assert _off_warnings(caught) == []
+
+
+# A fresh interpreter, as a DAG-parsing or task process is: the real operators, constructed the way a DAG
+# file does. Prints how many "durability is off" warnings each construction emitted.
+# Imported before recording: importing Airflow routes warnings to logging (logging.captureWarnings).
+_CONSTRUCT = """
+import json, warnings
+from airflow_durable.operators.databricks import (
+    DurableDatabricksRunNowOperator, DurableDatabricksSubmitRunOperator,
+)
+counts = []
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    ops = [
+        lambda: DurableDatabricksSubmitRunOperator(task_id="a", json={"run_name": "a"}),
+        lambda: DurableDatabricksSubmitRunOperator(task_id="b", json={"run_name": "b"}, durable=True),
+        lambda: DurableDatabricksRunNowOperator(task_id="c", job_id=1),
+    ]
+    for make in ops:
+        before = len(caught)
+        make()
+        counts.append(sum(1 for w in caught[before:] if str(w.message).startswith(%r)))
+print(json.dumps(counts))
+"""
+
+
+def test_the_first_durable_operator_of_a_process_says_whether_durability_is_off():
+    """Below 3.3: the first operator (``durable=`` not passed) warns, no later one; 3.3+: none."""
+    pytest.importorskip("airflow.providers.databricks", reason="the Databricks provider is not installed")
+    done = subprocess.run(
+        [sys.executable, "-c", _CONSTRUCT % shims.DURABILITY_OFF],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert counts == ([0, 0, 0] if shims.DURABLE_RUNTIME else [1, 0, 0]), done.stderr[-3000:]
 
 
 @pytest.mark.skipif(not shims.DURABLE_RUNTIME, reason="durable resolution on Airflow >= 3.3")

@@ -5,7 +5,9 @@ Typer and rich are CLI-only dependencies: nothing a worker imports reaches this 
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -13,6 +15,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from airflow_durable.cli import (
+    INSTALL_AIRFLOW,
+    airflow_installed,
+    choose_format,
+    command,
+    error,
+    exit_codes_epilog,
+    format_metavar,
+    warn,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,44 +35,111 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_ORPHANS, EXIT_ERROR = 0, 1, 2
 
+FORMATS = ("text", "json")
+#: ``--format table`` was the name of ``text`` before every command had one ``--format text|json``.
+DEPRECATED_FORMATS = {"table": "text"}
+
+JOBS_EXIT_CODES = {
+    EXIT_OK: "the records are listed",
+    EXIT_ERROR: "usage error; the API unreachable or refusing (no URL, login, permission); "
+    "--live where Airflow is not installed",
+}
+ORPHANS_EXIT_CODES = {
+    EXIT_OK: "no orphan job (or --cancel ended every one)",
+    EXIT_ORPHANS: "orphan jobs remain (also when the --cancel prompt is declined)",
+    EXIT_ERROR: "usage error; the API unreachable or refusing; --cancel without --yes and no "
+    "terminal; Airflow not installed",
+}
+
 Url = Annotated[
     str | None,
     typer.Option(
-        "--url", envvar="AIRFLOW_DURABLE_API_URL", help="Airflow API server, e.g. http://localhost:8080"
+        "--url",
+        metavar="URL",
+        envvar="AIRFLOW_DURABLE_API_URL",
+        help="Airflow API server, e.g. http://localhost:8080.",
     ),
 ]
 Token = Annotated[
-    str | None, typer.Option("--token", envvar="AIRFLOW_DURABLE_API_TOKEN", help="A bearer token (JWT).")
+    str | None,
+    typer.Option(
+        "--token", metavar="TOKEN", envvar="AIRFLOW_DURABLE_API_TOKEN", help="A bearer token (JWT)."
+    ),
 ]
 Username = Annotated[
     str | None,
-    typer.Option("--username", envvar="AIRFLOW_DURABLE_API_USERNAME", help="Log in with POST /auth/token."),
+    typer.Option(
+        "--username",
+        metavar="NAME",
+        envvar="AIRFLOW_DURABLE_API_USERNAME",
+        help="Log in with POST /auth/token.",
+    ),
 ]
-Password = Annotated[str | None, typer.Option("--password", envvar="AIRFLOW_DURABLE_API_PASSWORD")]
-Dag = Annotated[str | None, typer.Option("--dag", help="Only this DAG.")]
-Systems = Annotated[list[str] | None, typer.Option("--system", help="Only these systems (repeatable).")]
+Password = Annotated[
+    str | None,
+    typer.Option(
+        "--password",
+        metavar="PASSWORD",
+        envvar="AIRFLOW_DURABLE_API_PASSWORD",
+        help="The password for --username (prefer the environment variable: a command line is visible "
+        "to other users).",
+    ),
+]
+Dag = Annotated[str | None, typer.Option("--dag", metavar="DAG_ID", help="Only this DAG.")]
+Systems = Annotated[
+    list[str] | None,
+    typer.Option("--system", metavar="SYSTEM", help="Only this system, e.g. databricks (repeatable)."),
+]
 States = Annotated[
-    list[str] | None, typer.Option("--state", help="Only task instances in these states (repeatable).")
+    list[str] | None,
+    typer.Option(
+        "--state", metavar="STATE", help="Only task instances in this state, e.g. failed (repeatable)."
+    ),
 ]
 Operators = Annotated[
     list[str] | None,
-    typer.Option("--operator", help="Also list task instances of this operator class (a durable subclass)."),
+    typer.Option(
+        "--operator",
+        metavar="CLASS",
+        help="Also list task instances of this operator class (a durable subclass; repeatable).",
+    ),
 ]
-Format = Annotated[str, typer.Option("--format", help="table or json.")]
+Format = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        metavar=format_metavar(FORMATS),
+        help="text (default): a table; json: one document on stdout. (table: deprecated name of text.)",
+    ),
+]
 CachePath = Annotated[
     Path | None,
     typer.Option(
         "--cache",
+        metavar="FILE",
         help="The cache of jobs seen before (finds jobs of deleted DAG runs). "
-        "Default: ~/.cache/airflow-durable/jobs-<url hash>.json",
+        "Default: one file per API URL in ~/.cache/airflow-durable/.",
     ),
 ]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
+Quiet = Annotated[
+    bool, typer.Option("--quiet", "-q", help="The result and errors only: no progress bar on stderr.")
+]
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.echo(f"airflow-durable: error: {message}", err=True)
+    error(message)
     return typer.Exit(EXIT_ERROR)
+
+
+def _need_airflow(what: str) -> None:
+    """Job statuses are read through the provider hooks: without Airflow there are none to ask."""
+    if not airflow_installed():
+        raise _fail(
+            f"{what} reads each job's status through its provider's hook and connection, which needs "
+            f"Apache Airflow and the provider of each system; Airflow is not installed here. "
+            f"Install: {INSTALL_AIRFLOW}"
+        )
 
 
 def _connect(url: str | None, token: str | None, username: str | None, password: str | None) -> AirflowApi:
@@ -119,8 +199,10 @@ def _progress(console: Console, what: str) -> Any:
     )
 
 
-def _run_with_progress(console: Console, what: str, fn: Any) -> Any:
-    """Call ``fn(progress_callback)`` under a rich progress bar on stderr."""
+def _run_with_progress(console: Console, what: str, fn: Any, quiet: bool = False) -> Any:
+    """Call ``fn(progress_callback)`` under a rich progress bar on stderr (``fn(None)`` when quiet)."""
+    if quiet:
+        return fn(None)
     with _progress(console, what) as bar:
         task = bar.add_task(what, total=None)
 
@@ -140,10 +222,16 @@ def jobs(
     system: Systems = None,
     state: States = None,
     operator: Operators = None,
-    live: Annotated[bool, typer.Option("--live", help="Ask each job's system for its status now.")] = False,
-    fmt: Format = "table",
+    live: Annotated[
+        bool,
+        typer.Option(
+            "--live", help="Ask each job's system for its status now (needs Airflow and the provider)."
+        ),
+    ] = False,
+    fmt: Format = "text",
     cache: CachePath = None,
     no_cache: NoCache = False,
+    quiet: Quiet = False,
 ) -> None:
     """List the durable jobs of a deployment: one row per task instance's record, through the REST API.
 
@@ -156,13 +244,14 @@ def jobs(
     from airflow_durable.jobs.api import ApiError
     from airflow_durable.jobs.collect import collect, probe, update_cache
 
-    if fmt not in ("table", "json"):
-        raise _fail(f"--format must be table or json, not {fmt!r}")
+    fmt = choose_format(fmt, FORMATS, DEPRECATED_FORMATS)
+    if live:
+        _need_airflow("--live")
     api = _connect(url, token, username, password)
     err = Console(stderr=True, highlight=False)
     try:
         rows = _run_with_progress(
-            err, "reading task instances", lambda p: collect(api, dag, operator or (), progress=p)
+            err, "reading task instances", lambda p: collect(api, dag, operator or (), progress=p), quiet
         )
         job_cache = _cache(api, cache, no_cache)
         if job_cache is not None:
@@ -173,7 +262,7 @@ def jobs(
         api.close()
     rows = _filter(rows, system, state)
     if live:
-        _run_with_progress(err, "asking the systems", lambda p: probe(rows, p))
+        _run_with_progress(err, "asking the systems", lambda p: probe(rows, p), quiet)
     if fmt == "json":
         typer.echo(json.dumps([r.to_json() for r in rows], indent=2, default=str))
         return
@@ -223,9 +312,17 @@ def orphans(
         bool, typer.Option("--cancel", help="Cancel them through each system's cancel call (asks first).")
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before cancelling.")] = False,
-    fmt: Format = "table",
+    fmt: Format = "text",
     cache: CachePath = None,
     no_cache: NoCache = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="The result and errors only: no progress bar, nothing printed when there is no orphan.",
+        ),
+    ] = False,
 ) -> None:
     """Find the jobs still running that nothing waits for; exit 1 if any (for monitoring).
 
@@ -238,21 +335,23 @@ def orphans(
     from airflow_durable.jobs.api import ApiError
     from airflow_durable.jobs.collect import cancel_orphans, find_orphans
 
-    if fmt not in ("table", "json"):
-        raise _fail(f"--format must be table or json, not {fmt!r}")
+    fmt = choose_format(fmt, FORMATS, DEPRECATED_FORMATS)
+    _need_airflow("orphans")
     api = _connect(url, token, username, password)
     err = Console(stderr=True, highlight=False)
     job_cache = _cache(api, cache, no_cache)
     try:
-        _, found = _run_with_progress(
+        rows, found = _run_with_progress(
             err,
             "looking for orphans",
             lambda p: find_orphans(api, dag, operator or (), cache=job_cache, progress=p),
+            quiet,
         )
         found = _filter(found, system, None)
+        _warn_unread(_filter(rows, system, None))
         outcomes: list[CancelOutcome] = []
         if do_cancel and found:
-            if fmt == "table":
+            if fmt == "text":
                 _orphans_table(Console(highlight=False), found)
             if not yes:
                 if not sys.stdin.isatty():
@@ -293,9 +392,21 @@ def orphans(
                 f"{mark} {o.row.system} {_ext(o.row.external_id)} ({o.row.dag_id}/{o.row.run_id}/"
                 f"{o.row.task_id}): {o.message}"
             )
-    else:
+    elif found or not quiet:
         _orphans_table(Console(highlight=False), found)
     raise typer.Exit(EXIT_ORPHANS if remaining else EXIT_OK)
+
+
+def _warn_unread(rows: Sequence[JobRow]) -> None:
+    """A job whose status could not be read is not counted as an orphan: say so, even with --quiet."""
+    unread = [r for r in rows if r.live is not None and r.live.phase == "error"]
+    for r in unread:
+        where = f"{r.dag_id}/{r.run_id}/{r.task_id}"
+        status = r.live.status if r.live else ""
+        warn(
+            f"could not read the status of {r.system} job {_ext(r.external_id)} ({where}): {status}; "
+            "not counted as an orphan"
+        )
 
 
 def _orphans_table(console: Console, rows: Sequence[JobRow]) -> None:
@@ -362,6 +473,48 @@ def _audit(job_cache: JobCache | None, outcomes: Sequence[CancelOutcome]) -> Non
             f.write(json.dumps(entry, default=str) + "\n")
 
 
+def _without_library_chatter(command_fn: Any) -> Any:
+    """Run a command with library logging kept off stdout and below WARNING dropped.
+
+    httpx logs every request and the hooks every connection lookup at INFO, and Airflow 2's logging
+    writes to stdout: both would land in ``--format json`` and ``--quiet`` output. While the command
+    runs, records below WARNING are dropped and a root handler writing to stdout writes to stderr
+    instead; both come back when it returns.
+    """
+
+    @functools.wraps(command_fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        root = logging.getLogger()
+        handlers, threshold = root.handlers[:], logging.root.manager.disable
+        root.handlers = [_on_stderr(h) if getattr(h, "stream", None) is sys.stdout else h for h in handlers]
+        logging.disable(max(threshold, logging.INFO))
+        try:
+            return command_fn(*args, **kwargs)
+        finally:
+            logging.disable(threshold)
+            root.handlers = handlers
+
+    return run
+
+
+def _on_stderr(handler: logging.Handler) -> logging.Handler:
+    twin = logging.StreamHandler(sys.stderr)
+    twin.setLevel(handler.level)
+    twin.setFormatter(handler.formatter)
+    return twin
+
+
 def register(app: typer.Typer) -> None:
-    app.command("jobs")(jobs)
-    app.command("orphans")(orphans)
+    """Add ``jobs`` and ``orphans`` to the ``airflow-durable`` app."""
+    command(
+        app,
+        "jobs",
+        "List the durable jobs of a deployment, through Airflow's REST API.",
+        exit_codes_epilog(JOBS_EXIT_CODES),
+    )(_without_library_chatter(jobs))
+    command(
+        app,
+        "orphans",
+        "Find running jobs that no task waits for; exit 1 if any (for monitoring).",
+        exit_codes_epilog(ORPHANS_EXIT_CODES),
+    )(_without_library_chatter(orphans))

@@ -9,6 +9,8 @@ An *orphan* is a job that is still active on its system while nothing in Airflow
   ``max_tries`` rose, the engine's own epoch rule) and no try runs yet: the next try cancels that job and
   starts the next generation, but until it runs (or if it never does) nothing waits for the job;
 * ``superseded``: an earlier generation's job named in the record's ``history`` is still running;
+* ``unended``: a job the record keeps because its end is not known yet (a clear whose cancel of it
+  failed, a duplicate submission whose cancel failed) is still running;
 * ``DAG run deleted`` / ``task instance deleted`` / ``record deleted``: the record is gone. Airflow deletes
   a DAG run's task-state-store rows with the run, so these are found only through the local cache of
   what an earlier ``jobs``/``orphans`` run saw (see `JobCache`).
@@ -76,7 +78,10 @@ class JobRow:
     record_max_tries: int | None = None
     ti_max_tries: int | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
-    #: "record" (the record's job), "history" (an earlier generation), "cache" (record gone)
+    #: Older jobs the record keeps until they are known ended.
+    unended: list[dict[str, Any]] = field(default_factory=list)
+    #: "record" (the record's job), "history" (an earlier generation), "unended" (an older job the record
+    #: keeps), "cache" (record gone)
     source: str = "record"
     #: For a "history" row: the generation the record tracks now.
     current_generation: int | None = None
@@ -192,6 +197,7 @@ def _row(ti: dict[str, Any], key: str, value: Any, ui_url: str) -> JobRow:
         record_max_tries=rec.max_tries,
         ti_max_tries=ti.get("max_tries") if isinstance(ti.get("max_tries"), int) else None,
         history=rec.history,
+        unended=rec.unended,
         note="locator assumed: v1 record (default connection)" if rec.locator_assumed else None,
         **base,
     )
@@ -199,13 +205,15 @@ def _row(ti: dict[str, Any], key: str, value: Any, ui_url: str) -> JobRow:
 
 
 def superseded_rows(rows: Iterable[JobRow]) -> list[JobRow]:
-    """The earlier generations' jobs the records' histories name (one row each)."""
+    """The older jobs the records name: those each record keeps until they end, then the earlier
+    generations its history names (one row each)."""
     out: list[JobRow] = []
     for row in rows:
         if row.record_state == "unreadable":
             continue
         seen: set[str] = {str(row.external_id)}
-        for entry in row.history:
+        kept = [(entry, "unended") for entry in row.unended]
+        for entry, source in [*kept, *((entry, "history") for entry in row.history)]:
             ext = entry.get("external_id")
             if ext is None or str(ext) in seen:
                 continue
@@ -219,7 +227,7 @@ def superseded_rows(rows: Iterable[JobRow]) -> list[JobRow]:
                     system=row.system,
                     external_id=ext,
                     generation=entry.get("generation"),
-                    record_state="superseded",
+                    record_state="unended" if source == "unended" else "superseded",
                     ti_state=row.ti_state,
                     try_number=row.try_number,
                     key=row.key,
@@ -228,7 +236,8 @@ def superseded_rows(rows: Iterable[JobRow]) -> list[JobRow]:
                     operator=row.operator,
                     locator=row.locator,
                     started_at=entry.get("at"),
-                    source="history",
+                    source=source,
+                    note=entry.get("why") if source == "unended" else None,
                     current_generation=row.generation,
                     ti_url=row.ti_url,
                 )
@@ -255,6 +264,8 @@ def orphan_reason(row: JobRow) -> str | None:
         return row.note or "record gone"
     if row.source == "history":
         return f"superseded by generation {row.current_generation or '?'}"
+    if row.source == "unended":
+        return f"kept by the record until it ends ({row.note or 'an older job'})"
     if row.record_state != "submitted":
         return None
     if row.ti_state in ENDED_STATES:

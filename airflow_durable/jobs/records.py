@@ -71,6 +71,8 @@ class DurableRecord:
     submitted_at: str | None = None
     done_at: str | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: Older jobs the record keeps until they are known ended (a clear whose cancel failed, duplicates).
+    unended: list[dict[str, Any]] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -125,6 +127,8 @@ def parse_record(key: str, raw: Any) -> DurableRecord:
     )
     stored_history = raw.get("history")
     history: list[Any] = stored_history if isinstance(stored_history, list) else []
+    stored_unended = raw.get("unended")
+    unended: list[Any] = stored_unended if isinstance(stored_unended, list) else []
     return DurableRecord(
         key=key,
         schema=schema,
@@ -143,5 +147,6 @@ def parse_record(key: str, raw: Any) -> DurableRecord:
         submitted_at=raw.get("submitted_at"),
         done_at=raw.get("done_at"),
         history=[h for h in history if isinstance(h, dict)],
+        unended=[u for u in unended if isinstance(u, dict)],
         raw=raw,
     )

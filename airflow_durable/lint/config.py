@@ -60,8 +60,13 @@ def load(
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     fail_on: str | None = None,
+    exclude: list[str] | None = None,
     use_pyproject: bool = True,
 ) -> Config:
+    """The settings of ``[tool.airflow-durable]`` near ``start``, under the command line's.
+
+    ``select`` replaces the file's, ``ignore`` and ``exclude`` add to it, ``fail_on`` overrides it.
+    """
     config = Config()
     table: dict[str, Any] = {}
     if use_pyproject:
@@ -88,8 +93,8 @@ def load(
             config.fail_on = Severity.parse(str(level))
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
-    exclude = table.get("exclude", [])
-    if not isinstance(exclude, list):
+    table_exclude = table.get("exclude", [])
+    if not isinstance(table_exclude, list):
         raise ConfigError("[tool.airflow-durable] exclude must be a list of glob patterns")
-    config.exclude = [str(e) for e in exclude]
+    config.exclude = [str(e) for e in table_exclude] + list(exclude or ())
     return config

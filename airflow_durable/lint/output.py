@@ -25,7 +25,9 @@ def _version() -> str:
         return "0.0.0"
 
 
-def render_text(report: Report, colour: bool = False) -> str:
+def render_text(report: Report, colour: bool = False, summary: bool = True) -> str:
+    """``file:line:col CODE message`` per finding, ``error: ...`` per unparsable file, then a summary line
+    (``summary=False``: ``--quiet``)."""
     lines = []
     for f in report.findings:
         location = f"{f.path}:{f.line}:{f.column}"
@@ -36,14 +38,16 @@ def render_text(report: Report, colour: bool = False) -> str:
             lines.append(f"{location} {f.code} {f.message}")
     for e in report.errors:
         lines.append(f"[red]error[/red]: {_esc(e.message)}" if colour else f"error: {e.message}")
+    if not summary:
+        return "".join(line + "\n" for line in lines)
     counts = {s: sum(1 for f in report.findings if f.severity is s) for s in Severity}
-    summary = (
+    totals = (
         f"{len(report.findings)} finding(s) in {report.files_checked} file(s) checked "
         f"({counts[Severity.ERROR]} error, {counts[Severity.WARNING]} warning, {counts[Severity.INFO]} info)"
     )
     if report.errors:
-        summary += f"; {len(report.errors)} file(s) could not be parsed"
-    lines.append(summary)
+        totals += f"; {len(report.errors)} file(s) could not be parsed"
+    lines.append(totals)
     return "\n".join(lines) + "\n"
 
 
@@ -148,9 +152,9 @@ def render_github(report: Report) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def render(report: Report, fmt: str, colour: bool = False) -> str:
+def render(report: Report, fmt: str, colour: bool = False, summary: bool = True) -> str:
     if fmt == "text":
-        return render_text(report, colour)
+        return render_text(report, colour, summary)
     if fmt == "json":
         return render_json(report)
     if fmt == "sarif":

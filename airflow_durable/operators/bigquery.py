@@ -20,6 +20,7 @@ How BigQuery submits, reports, classifies, defers and returns — the durable lo
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +118,19 @@ class DurableBigQueryInsertJobOperator(DurableJobEngine, provider.BigQueryInsert
         self._job = job
         self._persist_job_links(job, context)
         return job.job_id
+
+    def durable_created_at(self, external_id: str, context: Context) -> dt.datetime | None:
+        # The job the submit answered with (jobs.insert, or jobs.get after its 409): statistics.creationTime.
+        # Only for an id that is not derived from our token (force_rerun=False: the provider's id, the same
+        # for every DAG run with this configuration, or your own job_id): ours is unique to the run
+        # incarnation, clear and generation, so the job it returns is this logical job's, however old.
+        if self.force_rerun:
+            return None
+        job = getattr(self, "_job", None)
+        if job is None or job.job_id != external_id:
+            return None
+        created: dt.datetime | None = job.created
+        return created
 
     def durable_parse_id(self, value: Any) -> str:
         if not isinstance(value, str) or not _JOB_ID.match(value):  # stricter than the default

@@ -17,6 +17,7 @@ How Databricks submits, reports, classifies, defers and returns — the durable 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
     from airflow_durable.engine import DurableToken
 
 __all__ = ["DurableDatabricksRunNowOperator", "DurableDatabricksSubmitRunOperator"]
+
+#: The provider's ``runs/get`` reads, and the field of the run each returns (``None``: the whole run).
+_RUN_READS = {"get_run": None, "get_job_id": "job_id", "get_run_page_url": "run_page_url"}
 
 
 class _DatabricksRunAdapter(DurableJobEngine):
@@ -68,6 +72,13 @@ class _DatabricksRunAdapter(DurableJobEngine):
         payload = self._payload(context)
         if token is not None:
             payload.setdefault("idempotency_token", token.text)
+        # A token of the user's own (idempotency_token= or json) is sent again by every DAG run.
+        self.__dict__["_durable_users_token"] = token is not None and payload.get(
+            "idempotency_token"
+        ) not in (
+            None,
+            token.text,
+        )
         # Set run_id the moment the run exists, as the provider does, so on_kill can cancel it.
         self.run_id = self._start_run(payload)
         return self.run_id
@@ -81,11 +92,25 @@ class _DatabricksRunAdapter(DurableJobEngine):
             raise
         # The provider's wait and result read the run again at once (job id, page URL, state): they get
         # this answer instead, once each (see _known_run).
-        self.__dict__["_durable_run_info"] = (external_id, run_info)
+        self.__dict__["_durable_run_info"] = (external_id, run_info, tuple(_RUN_READS))
         state = run_info.get("state") or {}
         life_cycle = state.get("life_cycle_state")
         result = state.get("result_state") or ""
         return f"{life_cycle}:{result}"
+
+    def durable_created_at(self, external_id: int, context: Context) -> dt.datetime | None:
+        # runs/submit and run-now answer with the run id alone: reading start_time puts a runs/get between
+        # the submit and the run id being stored, worth it only for a token of the user's own (ours is
+        # unique to the task instance, DAG run and generation). That read is the one the provider makes
+        # next, for its page URL, which it then answers (see _known_run): no extra call.
+        if not self.__dict__.get("_durable_users_token"):
+            return None
+        run_info = self._hook.get_run(external_id)
+        self.__dict__["_durable_run_info"] = (external_id, run_info, ("get_run_page_url",))
+        started = run_info.get("start_time")
+        if not isinstance(started, int) or isinstance(started, bool) or started <= 0:
+            return None
+        return dt.datetime.fromtimestamp(started / 1000, dt.UTC)
 
     def durable_phase(self, status: str) -> JobPhase | None:
         # Composite: the whole status where it succeeded, otherwise its life cycle state decides.
@@ -98,17 +123,17 @@ class _DatabricksRunAdapter(DurableJobEngine):
     @contextlib.contextmanager
     def _known_run(self, run_id: int) -> Iterator[None]:
         """While the provider's handler runs, its first ``runs/get`` reads of ``run_id`` (``get_job_id``,
-        ``get_run_page_url``, ``get_run``: one call each) are answered with what the decision just read."""
+        ``get_run_page_url``, ``get_run``: one call each, or those the read was made for) are answered with
+        what the decision or the creation check just read."""
         known = self.__dict__.pop("_durable_run_info", None)
         if known is None or known[0] != run_id:
             yield
             return
-        run, hook = known[1], self._hook
-        fields = {"get_run": None, "get_job_id": "job_id", "get_run_page_url": "run_page_url"}
+        run, reads, hook = known[1], known[2], self._hook
         answers = {
             name: run if key is None else run[key]
-            for name, key in fields.items()
-            if key is None or key in run
+            for name, key in _RUN_READS.items()
+            if name in reads and (key is None or key in run)
         }
         saved = {name: vars(hook).get(name) for name in answers}
 

@@ -25,6 +25,7 @@ the job exists: a retry that finds it, in whatever state, returns its id (the en
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -356,6 +357,16 @@ class DurableEmrServerlessStartJobOperator(DurableJobEngine, _ServerlessCompleti
         self.job_id = job_id
         return job_id
 
+    def durable_created_at(self, external_id: str, context: Context) -> dt.datetime | None:
+        # StartJobRun answers no creation time and nothing reads the run before the wait: a GetJobRun is
+        # worth its call only where the clientToken is the user's own, which every DAG run may send again.
+        if not (self._user_client_token or (self.config or {}).get("clientToken")):
+            return None
+        created = self.hook.conn.get_job_run(applicationId=self.application_id, jobRunId=external_id)[
+            "jobRun"
+        ].get("createdAt")
+        return created if isinstance(created, dt.datetime) else None
+
     def durable_status(self, external_id: str, context: Context) -> str:
         try:
             response = self.hook.conn.get_job_run(applicationId=self.application_id, jobRunId=external_id)
@@ -482,6 +493,31 @@ class DurableEmrContainerOperator(DurableJobEngine, provider.EmrContainerOperato
             self.log.info("task %s: job runs carrying token %s: %s", self.task_id, client_token, runs)
         return runs
 
+    def durable_created_at(self, external_id: str, context: Context) -> dt.datetime | None:
+        # StartJobRun answers no creation time: reading it puts a DescribeJobRun between the submit and the
+        # id being stored, worth it only for a clientToken of the user's own, which every DAG run may send
+        # again (ours is unique to the task instance, DAG run and generation). Where the wait follows, that
+        # read is the one it begins with (the hook's check_query_status), which it then answers: no extra
+        # call.
+        if not self.client_request_token:
+            return None
+        waits = self.durable_waits()
+        try:
+            run = self.hook.conn.describe_job_run(virtualClusterId=self.virtual_cluster_id, id=external_id)[
+                "jobRun"
+            ]
+        except ClientError as err:
+            if error_code(err) == "ResourceNotFoundException":
+                raise
+            # What the hook's check_query_status makes of it: no state yet (the poll goes on), and here no
+            # creation time either.
+            self.log.error("AWS request failed, check logs for more info: %s", err)
+            run = {}
+        if waits:
+            _answer_next_status(self.hook, external_id, run.get("state"))
+        created = run.get("createdAt")
+        return created if isinstance(created, dt.datetime) else None
+
     def durable_status(self, external_id: str, context: Context) -> str:
         try:
             response = self.hook.conn.describe_job_run(
@@ -544,3 +580,15 @@ class DurableEmrContainerOperator(DurableJobEngine, provider.EmrContainerOperato
     def durable_result(self, external_id: str, context: Context, already_succeeded: bool) -> str:
         self.job_id = external_id
         return external_id
+
+
+def _answer_next_status(hook: Any, job_id: str, state: Any) -> None:
+    """Answer the hook's next ``check_query_status(job_id)`` with ``state``, read a moment ago."""
+    real = hook.check_query_status
+
+    def once(*args: Any, **kwargs: Any) -> Any:
+        vars(hook).pop("check_query_status", None)  # one answer; later reads ask the service
+        asked = args[0] if args else kwargs.get("job_id")
+        return state if asked == job_id else real(*args, **kwargs)
+
+    hook.check_query_status = once

@@ -10,12 +10,28 @@ feature by importing the new API, not by comparing version strings.
 
 from __future__ import annotations
 
+try:
+    import airflow  # noqa: F401
+except ModuleNotFoundError as _missing:  # an install without Airflow: `check`/`migrate` only
+    if (_missing.name or "").partition(".")[0] != "airflow":
+        raise
+    from airflow_durable import catalogue
+
+    raise ModuleNotFoundError(
+        "the durable operators need Apache Airflow, which is not installed. Install airflow-durable with "
+        "the extra of your system, which brings Airflow and its provider: "
+        'pip install "airflow-durable[<extra>]" '
+        f"(extras: {', '.join(dict.fromkeys(s.extra for s in catalogue.SYSTEMS))}, all)",
+        name="airflow",
+    ) from None
+
 import contextlib
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 __all__ = [
+    "DURABILITY_OFF",
     "DURABLE_RUNTIME",
     "TRIGGER_FAIL_METHOD",
     "TRIGGER_TIMEOUT",
@@ -27,6 +43,8 @@ __all__ = [
     "get_task_state_store",
     "incr_metric",
     "resolve_durable",
+    "mark_cleared_while_running",
+    "supervisor_comms_busy",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,6 +92,75 @@ def _trigger_failure_names() -> tuple[str, str]:
 TRIGGER_FAIL_METHOD, TRIGGER_TIMEOUT = _trigger_failure_names()
 
 
+def supervisor_comms_busy() -> bool:
+    """Whether this process is inside a call to its supervisor right now.
+
+    Airflow 3 runs ``on_kill`` from the SIGTERM handler, on the main thread, possibly while that thread is
+    inside a supervisor call (a task-state-store read, say) holding the channel's lock, which is not
+    re-entrant: a second call from ``on_kill`` would wait on that lock forever (and could interleave two
+    frames on the socket). Callers skip their own calls when this is true.
+    """
+    try:
+        from airflow.sdk.execution_time import task_runner  # Airflow >= 3.0
+    except ImportError:
+        return False
+    lock = getattr(getattr(task_runner, "SUPERVISOR_COMMS", None), "_thread_lock", None)
+    locked = getattr(lock, "locked", None)
+    return bool(locked()) if callable(locked) else False
+
+
+def mark_cleared_while_running(task_instance: Any, keys: Iterable[str], field: str) -> list[str]:
+    """In Airflow's own failure handling of a task instance a user cleared while it ran, mark its records.
+
+    Called from the ``on_task_instance_failed`` listener. On Airflow 3.3 a clear of a running task sets
+    ``restarting`` without touching ``max_tries``; when its worker is gone the scheduler fails it for a
+    missing heartbeat (``TaskInstance.fetch_handle_failure_context``) and retries it, and the next try sees
+    exactly what a plain retry sees. Here, and only here, Airflow still holds the fact: the ORM object's
+    state was loaded as ``restarting`` and set to ``up_for_retry``, not yet flushed. Each record under
+    ``keys`` gets ``field`` (the try that ran and when), written in the same session, so the next try
+    knows a new logical job begins. A worker-side call (the task runner's listener, no ORM object) and any
+    other failure mark nothing. Returns the keys marked.
+    """
+    import datetime as dt
+    import json
+
+    try:
+        from sqlalchemy import inspect as sa_inspect
+        from sqlalchemy import select
+        from sqlalchemy.orm import object_session
+
+        history = sa_inspect(task_instance).attrs.state.history
+        session = object_session(task_instance)
+    except Exception:  # not an ORM task instance (the worker's runtime one): nothing to look at
+        return []
+    if session is None or not any(str(state) == "restarting" for state in history.deleted or ()):
+        return []
+    from airflow.models.task_state_store import TaskStateStoreModel
+
+    marked: list[str] = []
+    with session.no_autoflush:  # Airflow flushes its own change when it saves the task instance
+        rows = session.scalars(
+            select(TaskStateStoreModel).where(
+                TaskStateStoreModel.dag_id == task_instance.dag_id,
+                TaskStateStoreModel.run_id == task_instance.run_id,
+                TaskStateStoreModel.task_id == task_instance.task_id,
+                TaskStateStoreModel.map_index == task_instance.map_index,
+                TaskStateStoreModel.key.in_(list(keys)),
+            )
+        ).all()
+        for row in rows:
+            try:
+                value = json.loads(row.value)
+            except ValueError:
+                continue
+            if not isinstance(value, dict) or field in value:
+                continue
+            value[field] = {"try": task_instance.try_number, "at": dt.datetime.now(dt.UTC).isoformat()}
+            row.value = json.dumps(value)
+            marked.append(row.key)
+    return marked
+
+
 def get_task_states(dag_id: str, run_id: str, task_id: str, map_index: int) -> str | None:
     """The current state of one task instance, asked from inside a trigger (or a task) through the
     supervisor channel; ``KeyError`` when Airflow does not know it."""
@@ -115,22 +202,31 @@ async def aget_task_states(dag_id: str, run_id: str, task_id: str, map_index: in
     return None if state is None else str(state)
 
 
+#: The operator class that told this process durability is off (empty until one did). A set, so a test can
+#: ``clear()`` it to see the warning again.
 _warned_noop: set[str] = set()
+
+#: The start of the warning below Airflow 3.3; ``warnings.filterwarnings("ignore", message=...)`` silences it.
+DURABILITY_OFF = "airflow-durable: durability is off"
 
 
 def resolve_durable(durable: bool | None, operator_class: str) -> bool:
     """Turn the user's ``durable=`` argument into what this Airflow can actually do.
 
-    ``None`` (not given) means "durable where possible". An explicit ``durable=True`` on an Airflow
-    without a task state store warns once per operator class, then degrades to submitting fresh.
+    ``None`` (not given) means "durable where possible". Below Airflow 3.3 (no task state store) the
+    first durable operator constructed in a process warns (``UserWarning``) that durability is off,
+    whether or not ``durable=`` was passed, and every operator degrades to submitting fresh. Once per
+    process: a DAG file with fifty durable tasks, or a worker running many tries, says it once.
+    ``durable=False`` is the user's own choice and says nothing.
     """
     if DURABLE_RUNTIME:
         return durable is not False
-    if durable and operator_class not in _warned_noop:
+    if durable is not False and not _warned_noop:
         _warned_noop.add(operator_class)
         warnings.warn(
-            f"{operator_class}: `durable=True` has no effect on Airflow versions below 3.3 "
-            "(no task_state_store): every try submits a fresh job.",
+            f"{DURABILITY_OFF} on this Airflow: `durable` has no effect on Airflow versions below 3.3 "
+            f"(no task_state_store), so every try of {operator_class} and of every other durable operator "
+            "submits a fresh job, as the provider operator does. Said once per process.",
             UserWarning,
             stacklevel=3,
         )

@@ -478,6 +478,31 @@ class ScriptedEmulator:
         Lifecycle(states)  # validate now, not at the next submit
         return states
 
+    # ------------------------------------------------------------------ the service's contract
+    def _contract(self) -> Any:
+        """The service's published contract (`airflow_durable.testing.contracts.Contract`); ``None``: none."""
+        return None
+
+    def contract_error(self, status: int, message: str) -> Response:
+        """The service's answer to a request its contract rejects (400), or to a broken answer (500)."""
+        return Response(status, self.server.error_body(status, message))
+
+    def _install_contract(self) -> None:
+        """Check every request this emulator serves, and its answer, against `_contract`."""
+        contract = self._contract()
+        if contract is None:
+            return
+        from airflow_durable.testing.contracts import ContractGuard
+        from airflow_durable.testing.contracts.routes import declared
+
+        self.server.contract = ContractGuard(contract, self.contract_error, declared(contract.system))
+
+    @property
+    def contract_violations(self) -> list[Any]:
+        """Every `airflow_durable.testing.contracts.Violation` this emulator met, oldest first."""
+        guard = self.server.contract
+        return [] if guard is None else list(guard.violations)
+
     @property
     def lifecycle(self) -> list[str]:
         """The default state script a new job starts with."""
@@ -551,6 +576,9 @@ class LoopbackServer:
         self._log_lock = threading.Lock()
         self.log: list[RequestLogEntry] = []
         self.errors: list[BaseException] = []
+        #: The service's published contract, checked on every request handled and every answer
+        #: (an `airflow_durable.testing.contracts.ContractGuard`; ``None``: no checks).
+        self.contract: Any = None
 
     # -- routing
     def route(self, method: str, pattern: str, handler: Handler) -> None:
@@ -643,7 +671,11 @@ class LoopbackServer:
             response = None if fault.drop else self._fault_response(fault)
             self._log(request, None if response is None else response.status, fault)
             return response
-        response = self._handle(request)
+        guard = self.contract
+        early = guard.before(request) if guard is not None else None
+        response = early if early is not None else self._handle(request)
+        if guard is not None and early is None:
+            response = guard.after(request, response)
         if fault is not None and fault.after and fault.latency:
             time.sleep(fault.latency)  # the call took effect; its answer is late
         if fault is not None and fault.after and (fault.drop or fault.status is not None):

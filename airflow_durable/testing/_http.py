@@ -111,6 +111,9 @@ class HttpEmulator(ScriptedEmulator):
         self._init_jobs(ledger, lifecycle, faults)
         self.token = token if token is not None else self.DEFAULT_TOKEN
         self._tokens: dict[str, Any] = {}
+        #: Seconds an idempotency token deduplicates after its job was created (``None``: while the service
+        #: holds the job, the catalogue's documented default). A test sets it to model a lapsed token.
+        self.token_window: float | None = None
         self._last_created = 0.0
         self.ca = _tls.LoopbackCA(self.TLS_HOSTNAMES) if self.TLS_HOSTNAMES else None
         self.server = LoopbackServer(
@@ -122,6 +125,7 @@ class HttpEmulator(ScriptedEmulator):
         for method, pattern, handler in self.ROUTES:
             self.server.route(method, pattern, self._guarded(getattr(self, handler)))
         self._init_service()
+        self._install_contract()
 
     def _init_service(self) -> None:
         """Set up what the service keeps besides its jobs (called at the end of ``__init__``)."""
@@ -247,6 +251,12 @@ class HttpEmulator(ScriptedEmulator):
                 if job.token is not None and self._tokens.get(job.token) == job.id:
                     del self._tokens[job.token]
 
+    def backdate(self, job_ids: Any, seconds: float) -> None:
+        """Report a job as created ``seconds`` earlier than it was, as a job another run started long ago."""
+        with self._lock:
+            for job in self._targets(job_ids):
+                job.created_at -= seconds
+
     # ------------------------------------------------------------------ for the handlers
     def next_lifecycle(self, states: Sequence[str] | None = None) -> Lifecycle:
         """The script of a new job: ``states``, else the next queued one, else ``lifecycle``."""
@@ -275,11 +285,23 @@ class HttpEmulator(ScriptedEmulator):
             )
         return job
 
+    def forget_token(self, token: str) -> None:
+        """The token's deduplication window has passed: a resubmission with it creates a new job."""
+        with self._lock:
+            self._tokens.pop(token, None)
+
+    def token_lapsed(self, job: Any) -> bool:
+        """Whether ``token_window`` has passed since ``job`` was created."""
+        return self.token_window is not None and time.time() - job.created_at > self.token_window
+
     def replay(self, token: str | None, operation: str, payload: dict[str, Any]) -> Any:
         """The live job ``token`` created before (recorded as a replay), or ``None``."""
         if token is None or token not in self._tokens:
             return None
         job = self.jobs[self._tokens[token]]
+        if self.token_lapsed(job):
+            del self._tokens[token]
+            return None
         self.ledger.record(
             self.system, operation, external_id=job.id, token=token, created=False, payload=payload
         )

@@ -297,6 +297,9 @@ class AwsEmulator(ScriptedEmulator):
         self.account_id = ACCOUNT_ID
         self._moto = moto
         self._tokens: dict[str, tuple[str, bytes, dict[str, str]]] = {}
+        #: Seconds a native token deduplicates after its job was created (``None``: while the service
+        #: holds the job). A test sets it, or calls `forget_token`, to model a lapsed token.
+        self.token_window: float | None = None
         self._routes_cache: dict[str, list[tuple[str, re.Pattern[str], str]]] = {}
         codes = {**_ERROR_CODES, **self.ERROR_CODES}
         self.server = _AwsFront(
@@ -305,6 +308,16 @@ class AwsEmulator(ScriptedEmulator):
             faults=self.faults,
             error_body=lambda status, message: _error_body(status, message, codes),
         )
+        self._install_contract()
+
+    def _contract(self) -> Any:
+        from airflow_durable.testing.contracts._aws import AwsContract
+
+        return AwsContract(self.system, self.service)
+
+    def contract_error(self, status: int, message: str) -> Response:
+        code = "ValidationException" if status == 400 else "InternalServerException"
+        return Response(status, {"__type": code, "message": message, "Message": message})
 
     # ------------------------------------------------------------------ start / stop
     @property
@@ -409,6 +422,13 @@ class AwsEmulator(ScriptedEmulator):
                 del self._tokens[job.token]
             self.forget(job)
 
+    def backdate(self, job_id: str, seconds: float) -> None:
+        """Report a job as created ``seconds`` earlier than it was, as a job another run started long ago."""
+        job = self.job(job_id)
+        with self._lock:
+            job.created_at -= seconds
+            self.shift_created(job, dt.timedelta(seconds=seconds))
+
     # ------------------------------------------------------------------ hooks for subclasses
     def configure_moto(self) -> None:
         """Prepare moto after its reset (e.g. choose a Docker-less backend, create fixtures)."""
@@ -442,6 +462,9 @@ class AwsEmulator(ScriptedEmulator):
 
     def forget(self, job: AwsJob) -> None:
         """Make the service forget ``job`` (e.g. delete it from moto's backend)."""
+
+    def shift_created(self, job: AwsJob, by: dt.timedelta) -> None:
+        """Move the creation time the service reports for ``job`` back by ``by`` (see `backdate`)."""
 
     def rewrite_status(self, call: AwsCall, response: Response) -> Response:
         """Adjust a status read's answer (e.g. a state moto cannot hold); the default changes nothing."""
@@ -584,6 +607,11 @@ class AwsEmulator(ScriptedEmulator):
         except ValueError:
             return {}
 
+    def forget_token(self, token: str) -> None:
+        """The token's deduplication window has passed: a resubmission with it creates a new job."""
+        with self._lock:
+            self._tokens.pop(token, None)
+
     def _replay(self, call: AwsCall) -> Response | None:
         if self.native_token_param is None:
             return None
@@ -591,6 +619,14 @@ class AwsEmulator(ScriptedEmulator):
         if token is None or str(token) not in self._tokens:
             return None
         job_id, raw, headers = self._tokens[str(token)]
+        job = self.jobs.get(job_id)
+        if (
+            self.token_window is not None
+            and job is not None
+            and time.time() - job.created_at > self.token_window
+        ):
+            del self._tokens[str(token)]
+            return None
         self.ledger.record(
             self.system,
             call.operation,

@@ -22,6 +22,7 @@ submission, so "the earliest job carrying a tag" is the one submitted first.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -170,6 +171,11 @@ class BatchEmulator(AwsEmulator):
             if job.get("jobId") in unknown:
                 job["status"] = unknown[job["jobId"]]
         return Response(response.status, headers=response.headers, raw=json.dumps(answer).encode())
+
+    def shift_created(self, job: AwsJob, by: dt.timedelta) -> None:
+        moto_job = self._backend()._jobs.get(job.job_id)
+        if moto_job is not None:
+            moto_job.job_created_at -= by
 
     def forget(self, job: AwsJob) -> None:
         backend = self._backend()

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_durable.testing._core import EmulatorError, EnvironSetter, FaultPlan, Ledger, Request
+from airflow_durable.testing._core import EmulatorError, EnvironSetter, FaultPlan, Ledger, Request, Response
 from airflow_durable.testing._http import HttpEmulator, HttpJob, deprecated_alias
 
 __all__ = ["DEFAULT_LIFECYCLE", "BigQueryEmulator", "BigQueryJob"]
@@ -169,6 +169,17 @@ class BigQueryEmulator(HttpEmulator):
 
     def is_terminal(self, state: str) -> bool:
         return split_state(state)[0] == "DONE"
+
+    def _contract(self) -> Any:
+        from airflow_durable.testing.contracts._bigquery import BigQueryContract
+
+        return BigQueryContract()
+
+    def contract_error(self, status: int, message: str) -> Response:
+        return Response(
+            status,
+            _error_json(status, "invalid", message) if status == 400 else self.error_body(status, message),
+        )
 
     # ------------------------------------------------------------------ configuration
     def connection(self) -> dict[str, Any]:

@@ -105,6 +105,8 @@ class DatabricksRun(HttpJob):
     repairs: list[dict[str, Any]] = field(default_factory=list)
     #: Overrides the default ``runs/get-output`` answer when set.
     output: dict[str, Any] | None = None
+    #: Deleted with `DatabricksEmulator.delete` (its token then answers an error, unlike an expired run).
+    deleted: bool = False
 
     @property
     def run_id(self) -> int:
@@ -168,6 +170,11 @@ class DatabricksEmulator(HttpEmulator):
     @staticmethod
     def error_body(status: int, message: str) -> dict[str, str]:
         return {"error_code": _ERROR_CODES.get(status, "INTERNAL_ERROR"), "message": message}
+
+    def _contract(self) -> Any:
+        from airflow_durable.testing.contracts._databricks import DatabricksContract
+
+        return DatabricksContract()
 
     def error(self, status: int, message: str) -> EmulatorError:
         return _error(status, "UNAUTHENTICATED" if status == 401 else "INVALID_PARAMETER_VALUE", message)
@@ -237,10 +244,26 @@ class DatabricksEmulator(HttpEmulator):
             )
         return token
 
+    def delete(self, run_ids: Any) -> None:
+        """Delete runs (``runs/delete``): every later call about them answers 404, and a resubmission with
+        a deleted run's idempotency token answers an error, as the Jobs API documents ("If a run with the
+        provided token is deleted, an error is returned"; the error's code is not documented)."""
+        with self._lock:
+            for run in self._targets(run_ids):
+                run.expired = True
+                run.deleted = True
+
     def _create_run(
         self, operation: str, payload: dict[str, Any], job: DatabricksJob | None
     ) -> dict[str, Any]:
         token = self._check_token(payload)
+        known = self.jobs.get(self._tokens[token]) if token is not None and token in self._tokens else None
+        if known is not None and getattr(known, "deleted", False):
+            raise _error(
+                400,
+                "INVALID_PARAMETER_VALUE",
+                f"Run {known.id} with idempotency token {token!r} was deleted.",
+            )
         existing = self.replay(token, operation, payload)
         if existing is not None:
             return {"run_id": existing.id, "number_in_job": existing.number_in_job}
@@ -311,8 +334,7 @@ class DatabricksEmulator(HttpEmulator):
             "state": state_json,
             "tasks": tasks,
         }
-        if run.token is not None:
-            body["idempotency_token"] = run.token
+        # No idempotency_token: a Run (runs/get) does not report the token it was submitted with.
         if include_history:
             history = [{"type": "ORIGINAL", "id": run.id, "start_time": run.start_time}]
             history += [{"type": "REPAIR", "id": r["id"], "start_time": r["start_time"]} for r in run.repairs]
@@ -321,7 +343,9 @@ class DatabricksEmulator(HttpEmulator):
 
     # ------------------------------------------------------------------ endpoints
     def _submit(self, request: Request) -> dict[str, Any]:
-        return self._create_run("runs/submit", dict(request.json or {}), job=None)
+        answer = self._create_run("runs/submit", dict(request.json or {}), job=None)
+        # A one-time run answers its run id only (SubmitRunResponse); run-now adds number_in_job.
+        return {"run_id": answer["run_id"]}
 
     def _run_now(self, request: Request) -> dict[str, Any]:
         payload = dict(request.json or {})
@@ -342,9 +366,8 @@ class DatabricksEmulator(HttpEmulator):
         run = self.live(run_id)
         if run.output is not None:
             return run.output
+        # metadata is a Run (RunOutput.metadata), which has no task_key field.
         out: dict[str, Any] = {"metadata": self._run_json(run, run.state, include_history=False)}
-        if task_key is not None:
-            out["metadata"]["task_key"] = task_key
         if run.result_state == "SUCCESS":
             out["notebook_output"] = {"result": "ok", "truncated": False}
         elif run.result_state:

@@ -193,6 +193,11 @@ class DbtCloudEmulator(HttpEmulator):
     def error_body(status: int, message: str) -> dict[str, Any]:
         return _error_body(status, message)
 
+    def _contract(self) -> Any:
+        from airflow_durable.testing.contracts._openapi import OpenApiContract
+
+        return OpenApiContract(SYSTEM, "dbt_cloud_api_v2.json")
+
     def validate_state(self, state: str) -> str:
         status_code(state)
         return state
@@ -318,17 +323,18 @@ class DbtCloudEmulator(HttpEmulator):
             "is_error": code == 20,
             "is_cancelled": code == 30,
             "created_at": run.created_at_iso,
+            # RunResponse requires updated_at (openapi-v2.yaml); the emulator has no later update to tell.
+            "updated_at": run.created_at_iso,
             "href": f"{self.url}/deploy/{self.account_id}/projects/{job.project_id}/runs/{run.id}/",
             "trigger": None,
         }
         if "trigger" in related:
+            # RunTrigger (openapi-v2.yaml) has no id or created_at of its own: the run carries trigger_id.
             body["trigger"] = {
-                "id": run.trigger_id,
                 "cause": run.cause,
                 "job_definition_id": job.id,
                 "steps_override": run.payload.get("steps_override"),
                 "schema_override": run.payload.get("schema_override"),
-                "created_at": run.created_at_iso,
             }
         if "run_steps" in related:
             body["run_steps"] = []
@@ -380,6 +386,7 @@ class DbtCloudEmulator(HttpEmulator):
             jobs,
             {
                 "filters": {"limit": MAX_LIMIT, "offset": 0},
+                "order_by": "id",  # Extra requires it (openapi-v2.yaml)
                 "pagination": {"count": len(jobs), "total_count": len(jobs)},
             },
         )

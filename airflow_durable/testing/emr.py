@@ -25,6 +25,8 @@ This module imports nothing from Airflow.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import re
 from typing import Any, ClassVar
 
@@ -47,6 +49,21 @@ def _moto_client(emulator: AwsEmulator, service: str) -> Any:
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
+
+
+def _without_empty(response: Response, path: tuple[str, ...]) -> Response:
+    """``response`` without the member at ``path`` when moto answered it empty (``""`` or ``{}``)."""
+    if response.status >= 300 or response.raw is None:
+        return response
+    body = json.loads(response.raw or b"{}")
+    *parents, name = path
+    node = body
+    for parent in parents:
+        node = node.get(parent) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or node.get(name) not in ("", {}):
+        return response
+    del node[name]
+    return Response(response.status, headers=response.headers, raw=json.dumps(body).encode())
 
 
 class EmrEmulator(AwsEmulator):
@@ -91,7 +108,16 @@ class EmrEmulator(AwsEmulator):
 
     @property
     def local_operations(self) -> dict[str, Any]:
-        return {"CancelSteps": self._cancel_steps, "DescribeStep": self._describe_step}
+        return {
+            "CancelSteps": self._cancel_steps,
+            "DescribeStep": self._describe_step,
+            "DescribeCluster": self._describe_cluster,
+        }
+
+    def _describe_cluster(self, call: AwsCall) -> Response:
+        # moto answers an empty KerberosAttributes (whose Realm and KdcAdminPassword the model requires);
+        # EMR leaves the member out of a cluster without Kerberos.
+        return _without_empty(self._forward(call.request), ("Cluster", "KerberosAttributes"))
 
     def _find_step(self, step_id: str) -> Any:
         return next((step for step in self._cluster().steps if step.id == step_id), None)
@@ -153,6 +179,12 @@ class EmrEmulator(AwsEmulator):
             if step is not None:
                 step.state = state
 
+    def shift_created(self, job: AwsJob, by: dt.timedelta) -> None:
+        for step_id in self.step_ids(job.job_id):
+            step = self._find_step(step_id)
+            if step is not None:
+                step.creation_date_time -= by
+
     def forget(self, job: AwsJob) -> None:
         gone = set(self.step_ids(job.job_id))
         cluster = self._cluster()
@@ -179,6 +211,28 @@ class EmrServerlessEmulator(AwsEmulator):
 
     application_id: str = ""
 
+    @property
+    def local_operations(self) -> dict[str, Any]:
+        return {"GetApplication": self._get_application, "GetJobRun": self._get_job_run}
+
+    def _get_job_run(self, call: AwsCall) -> Response:
+        # moto leaves out createdBy and stateDetails, both required in JobRun (botocore's model).
+        response = self._forward(call.request)
+        if response.status >= 300 or response.raw is None:
+            return response
+        body = json.loads(response.raw)
+        run = body.get("jobRun")
+        if isinstance(run, dict):
+            run.setdefault("createdBy", f"arn:aws:iam::{ACCOUNT_ID}:user/emulator")
+            if not str(run.get("stateDetails") or "").strip():
+                run["stateDetails"] = f"Job run is {run.get('state', 'PENDING')}."
+        return Response(response.status, headers=response.headers, raw=json.dumps(body).encode())
+
+    def _get_application(self, call: AwsCall) -> Response:
+        # moto answers stateDetails "" (the model: at least one non-space character); EMR Serverless
+        # leaves it out when there is nothing to say.
+        return _without_empty(self._forward(call.request), ("application", "stateDetails"))
+
     def configure_moto(self) -> None:
         answer = _moto_client(self, "emr-serverless").create_application(
             name="durable-emr-serverless", releaseLabel="emr-7.1.0", type="SPARK", clientToken="setup"
@@ -204,6 +258,19 @@ class EmrServerlessEmulator(AwsEmulator):
         run = self._job_run(job)
         if run is not None:
             run.state = state
+
+    def on_created(self, job: AwsJob, call: AwsCall) -> None:
+        # moto truncates createdAt to the day; EMR Serverless reports the moment of creation.
+        from moto.core.utils import utcnow
+
+        run = self._job_run(job)
+        if run is not None:
+            run.created_at = self.strictly_later(utcnow())
+
+    def shift_created(self, job: AwsJob, by: dt.timedelta) -> None:
+        run = self._job_run(job)
+        if run is not None:
+            run.created_at -= by
 
     def forget(self, job: AwsJob) -> None:
         from moto.emrserverless.models import emrserverless_backends
@@ -289,6 +356,11 @@ class EmrContainersEmulator(AwsEmulator):
         run = self._backend().job_runs.get(job.job_id)
         if run is not None:
             run.state = state
+
+    def shift_created(self, job: AwsJob, by: dt.timedelta) -> None:
+        run = self._backend().job_runs.get(job.job_id)
+        if run is not None:
+            run.created_at -= by
 
     def forget(self, job: AwsJob) -> None:
         self._backend().job_runs.pop(job.job_id, None)

@@ -80,6 +80,48 @@ if TYPE_CHECKING:
     from airflow_durable.testing.emr import EmrContainersEmulator, EmrEmulator, EmrServerlessEmulator
 
 
+@pytest.fixture(autouse=True)
+def _durable_emulator_contracts() -> Iterator[None]:
+    """In strict contract mode, fail the test during which an emulator broke its service's contract.
+
+    Nothing is recorded (and nothing imported) unless a test started an emulator; see
+    `airflow_durable.testing.contracts`.
+    """
+    import sys
+
+    contracts = sys.modules.get("airflow_durable.testing.contracts")
+    start = contracts.recorded_count() if contracts is not None else 0
+    yield
+    contracts = sys.modules.get("airflow_durable.testing.contracts")
+    if contracts is None or contracts.mode() != "strict":
+        return
+    failures = contracts.strict_failures(start)
+    if failures:
+        listed = "\n".join(f"  - {v}" for v in failures)
+        pytest.fail(
+            f"an emulator met {len(failures)} contract violation(s) during this test:\n{listed}\n"
+            "(fix the emulator, or wrap a deliberate one in airflow_durable.testing.contracts."
+            "expect_violations())",
+            pytrace=False,
+        )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With ``AIRFLOW_DURABLE_CONTRACT_LOG=<dir>``, write the operations the emulators served there."""
+    import json
+    import os
+    import sys
+
+    target = os.environ.get("AIRFLOW_DURABLE_CONTRACT_LOG")
+    contracts = sys.modules.get("airflow_durable.testing.contracts")
+    if not target or contracts is None:
+        return
+    os.makedirs(target, exist_ok=True)
+    seen = sorted([*key, source] for key, source in contracts.seen_operations().items())
+    with open(os.path.join(target, f"seen-{os.getpid()}.json"), "w") as f:
+        json.dump(seen, f)
+
+
 @pytest.fixture
 def durable_ledger() -> Ledger:
     """A fresh ledger of every mutating call the test's emulators receive."""

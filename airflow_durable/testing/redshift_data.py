@@ -18,6 +18,8 @@ as AWS does: a second submission with the same token returns the statement it al
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -89,6 +91,16 @@ class RedshiftDataEmulator(AwsEmulator):
     def on_created(self, job: AwsJob, call: AwsCall) -> None:
         job.extra.update(call.extra)
 
+    def shift_created(self, job: AwsJob, by: dt.timedelta) -> None:
+        seconds = by.total_seconds()
+        job.extra["created_at"] = job.extra.get("created_at", job.created_at) - seconds
+        # A ClientToken replay answers with the submission's own answer: its CreatedAt moves too.
+        for token, (job_id, raw, headers) in list(self._tokens.items()):
+            if job_id == job.job_id:
+                answer = json.loads(raw)
+                answer["CreatedAt"] = job.extra["created_at"]
+                self._tokens[token] = (job_id, json.dumps(answer).encode(), headers)
+
     # ------------------------------------------------------------------ endpoints
     def _statement(self, statement_id: str) -> AwsJob:
         job = self.jobs.get(statement_id.split(":", 1)[0])
@@ -142,7 +154,6 @@ class RedshiftDataEmulator(AwsEmulator):
             "CreatedAt": job.extra.get("created_at", job.created_at),
             "UpdatedAt": time.time(),
             "Duration": 0 if state in ACTIVE_STATES else 1_000_000,
-            "RedshiftPid": 1073,
             "RedshiftQueryId": 0 if state == "SUBMITTED" else 4711,
         }
         subs = [
@@ -171,6 +182,8 @@ class RedshiftDataEmulator(AwsEmulator):
             "HasResultSet": state == "FINISHED" and not job.extra.get("batch"),
             "ResultRows": 1 if state == "FINISHED" else -1,
             "ResultSize": 16 if state == "FINISHED" else -1,
+            # Only the statement has a process id; a sub-statement has none (SubStatementData).
+            "RedshiftPid": 1073,
         }
         for key in ("ClusterIdentifier", "WorkgroupName", "Database", "DbUser", "SecretArn"):
             if job.payload.get(key) is not None:

@@ -176,6 +176,11 @@ class SnowflakeEmulator(HttpEmulator):
     def error(self, status: int, message: str) -> EmulatorError:
         return EmulatorError(status, self.error_body(status, message))
 
+    def _contract(self) -> Any:
+        from airflow_durable.testing.contracts._openapi import OpenApiContract
+
+        return OpenApiContract(SYSTEM, "snowflake_sql_api_v2.json")
+
     def validate_state(self, state: str) -> str:
         return _validate_state(state)
 
@@ -239,6 +244,11 @@ class SnowflakeEmulator(HttpEmulator):
                 if req is not None and statement in req.statements:
                     del self._by_request_id[statement.request_id]
 
+    def forget_token(self, token: str) -> None:
+        """The ``requestId``'s deduplication window has passed: a retry with it executes anew."""
+        with self._lock:
+            self._by_request_id.pop(token, None)
+
     # ------------------------------------------------------------------ endpoints
     def _new_handle(self) -> str:
         # Real handles look like "01b2c3d4-0000-1a2b-0000-00010203040f": a UUID-shaped string.
@@ -257,6 +267,9 @@ class SnowflakeEmulator(HttpEmulator):
         token = request_id if retry else None
 
         existing = self._by_request_id.get(request_id) if retry else None
+        if existing is not None and self.token_lapsed(existing.statements[0]):
+            del self._by_request_id[request_id]
+            existing = None
         if existing is not None:
             self.ledger.record(
                 SYSTEM,
@@ -280,6 +293,8 @@ class SnowflakeEmulator(HttpEmulator):
                 f"Actual statement count {len(parts)} did not match the desired statement count "
                 f"{count or 1}.",
                 sqlState="0A000",
+                # QueryFailureStatus requires the handle: the request was compiled, so it has one.
+                statementHandle=self._new_handle(),
             )
         multi = count != 1 and len(parts) > 1
         script = self.next_lifecycle().remaining
@@ -319,6 +334,7 @@ class SnowflakeEmulator(HttpEmulator):
             "code": "333334",
             "message": _IN_PROGRESS,
             "statementHandle": handle,
+            "createdOn": min(s.created_on for s in req.statements),
             "statementStatusUrl": _status_url(handle),
         }
         if req.parent_handle is not None:

@@ -8,6 +8,9 @@
   for every other page).
 * A link to an optional page that does not exist yet (``[Snowflake](systems/snowflake.md)``) is
   rendered as its plain text, so other pages may link to every planned page already.
+* Developer pages (``dev/``) stay out of the user navigation: a nav entry under ``dev/`` is dropped
+  (logged), and ``not_in_nav`` in ``mkdocs.yml`` keeps them from counting as omitted. They are still
+  built, so links to them work; ``dev/index.md`` lists them.
 * In ``reference/operators.md`` the line ``<!-- operator-modules -->`` becomes one
   ``::: airflow_durable.operators.<module>`` block per operator module that exists, so every
   operator's API reference is rendered from its docstrings without anyone editing the page.
@@ -26,6 +29,7 @@ from typing import Any
 log = logging.getLogger("mkdocs.hooks.airflow_durable")
 
 OPTIONAL_PREFIXES = ("systems/",)
+DEV_PREFIX = "dev/"
 OPTIONAL_PAGES = frozenset({"demo.md"})
 SYSTEMS_SECTION = "Systems"
 OPERATOR_MARKER = "<!-- operator-modules -->"
@@ -43,10 +47,20 @@ def _prune(items: list[Any], docs_dir: Path) -> list[Any]:
         if isinstance(item, dict):
             ((title, value),) = item.items()
             if isinstance(value, list):
-                item = {title: _prune(value, docs_dir)}
+                value = _prune(value, docs_dir)
+                if not value:  # a section of developer pages only: gone with them
+                    log.info("nav: section %r held only developer pages, left out of the nav", title)
+                    continue
+                item = {title: value}
+            elif isinstance(value, str) and value.startswith(DEV_PREFIX):
+                log.info("nav: %r (%s) is a developer page, left out of the user nav", title, value)
+                continue
             elif isinstance(value, str) and _optional(value) and not (docs_dir / value).is_file():
                 log.info("nav: %r (%s) not written yet, left out of the nav", title, value)
                 continue
+        elif isinstance(item, str) and item.startswith(DEV_PREFIX):
+            log.info("nav: %s is a developer page, left out of the user nav", item)
+            continue
         elif isinstance(item, str) and _optional(item) and not (docs_dir / item).is_file():
             log.info("nav: %s not written yet, left out of the nav", item)
             continue

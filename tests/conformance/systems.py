@@ -37,6 +37,9 @@ class SystemCase:
     external_id_key: str
     #: Cells this operator cannot meet: ``{cell: reason}``; the suite asserts the documented gap instead.
     notimpl: dict[str, str] = field(default_factory=dict)
+    #: Operator arguments that make the idempotency token the user's own (``None``: the provider operator
+    #: takes none), e.g. a fixed Databricks ``idempotency_token`` that every DAG run sends again.
+    user_token: dict[str, Any] | None = None
     #: Why the installed *provider* operator itself cannot run here (then every cell is skipped, saying so).
     upstream_broken: Callable[[], str | None] = lambda: None
     # Optional vocabulary of systems that are not shaped like Databricks (the defaults are Databricks').
@@ -49,6 +52,8 @@ class SystemCase:
     #: Ledger operations that submit a job (idempotent replays included), and the one that cancels it.
     submit_operations: frozenset[str] = frozenset({"runs/submit", "run-now"})
     cancel_operation: str = "runs/cancel"
+    #: What the path of the cancel request contains (to fail it with a fault).
+    cancel_path: str = "cancel"
     #: How the submit→persist window is closed: ``"idempotency"`` (the system dedupes a resubmission
     #: with the same token) or ``"lookup"`` (the retry finds the job by its token and does not submit).
     window_closed_by: str = "idempotency"
@@ -125,6 +130,10 @@ class SystemCase:
         return emulator.faults.add(
             method=method, path_contains=path, status=status, times=times, transport="sync"
         )
+
+    def fail_cancels(self, emulator: Any) -> Any:
+        """Make every cancel request fail (HTTP 500, past the hook's own retries); return the fault."""
+        return emulator.faults.add(path_contains=self.cancel_path, status=500, times=None)
 
     def add_trigger_fault(self, emulator: Any, status: int, times: int) -> Any:
         """Make the trigger's status polls fail ``times`` times (not the operator's own reads)."""

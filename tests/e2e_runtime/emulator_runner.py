@@ -84,7 +84,10 @@ def serve(system: str, dag_ids: list[str]) -> None:
         jobs = backend.jobs(dag_id)
         return {
             "submissions": backend.submissions(dag_id),
-            "jobs": [{"id": j.id, "state": str(j.state), "running": _running(j.state)} for j in jobs],
+            "jobs": [
+                {"id": j.id, "state": str(j.state), "running": _running(j.state), "started_at": j.started_at}
+                for j in jobs
+            ],
             "held": backend.held(dag_id),
             "status_reads": backend.status_reads(dag_id),
         }

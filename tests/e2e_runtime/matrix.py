@@ -14,6 +14,7 @@ import hashlib
 import os
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 from airflow_durable import catalogue
 
@@ -217,6 +218,30 @@ def cells(faults: tuple[str, ...] | None = None, systems: tuple[str, ...] | None
     return out
 
 
+def unexplained_jobs(result: dict[str, Any]) -> int:
+    """Jobs of a recorded cell that its fault does not explain: a state-store fault that never reached
+    the try (no store call of it was failed: the provider's deferrable path makes none) leaves nothing to
+    start a second job, so any job past the first is unexplained (not a duplicate the fault caused)."""
+    if result.get("reschedules"):
+        return 0  # explained: Airflow rescheduled a start (see `rescheduled_jobs`)
+    if result.get("fault") in STORE_FAULTS and not result.get("store_failed") and not result.get("error"):
+        return max(0, int(result.get("jobs", 0)) - 1)
+    return 0
+
+
+def rescheduled_jobs(result: dict[str, Any]) -> int:
+    """Jobs past what the cell's fault calls for, in a cell where Airflow rescheduled a start because the
+    DAG could not be loaded (a parse past ``dagbag_import_timeout``): the reschedule clears a deferral's
+    ``next_method``, so a start after the trigger fired ran ``execute()`` again. A second fault Airflow
+    brought, not the test's."""
+    if not result.get("reschedules") or result.get("error"):
+        return 0
+    expected = 1 if result.get("fault") in STORE_FAULTS and not result.get("store_failed") else None
+    if expected is None:
+        expected = FAULTS[result["fault"]].jobs if result.get("fault") in FAULTS else 1
+    return max(0, int(result.get("jobs", 0)) - expected)
+
+
 def pending(cell: Cell) -> str:
     """Why ``cell``'s durable result is not judged yet (engine work pending), or ``""``."""
     fault = FAULTS[cell.fault]
@@ -253,6 +278,9 @@ PHASES: dict[str, tuple[str, ...]] = {
     # The task-state store failing or slow at each step, through the loopback proxy.
     "store": STORE_FAULTS,
 }
+#: The phases whose fault strikes one cell only (its task, a user's action on it, its own store calls):
+#: their cells run side by side in one batch. The others strike the whole deployment and run alone.
+PER_CELL_PHASES: tuple[str, ...] = ("pertask", "user", "store")
 #: Which phases a run covers (see :func:`selected_phases`).
 PHASES_ENV = "AFD_RT_PHASES"
 #: The phase sets a CI push alternates between (the commit hash picks one, as it picks the systems):

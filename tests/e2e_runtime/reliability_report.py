@@ -1,13 +1,16 @@
 """Render ``docs/reliability.md`` from the runtime tier's results (``docs/reliability.json``).
 
 ``python -m tests.e2e_runtime.reliability_report`` writes the page; ``--check`` exits 1 when the
-committed page differs from what the committed results render to (``make reliability`` runs the
-whole matrix, then this). Pure: reads JSON, writes Markdown, imports nothing from Airflow.
+committed page differs from what the committed results render to; ``--publish <results.json>`` makes a
+finished run's results the published ones (docs/reliability.json) and renders the page from them, only if
+they hold every cell of the matrix from that one run at one commit (``make reliability`` runs the whole
+matrix into build/, then this). Pure: reads JSON, writes Markdown, imports nothing from Airflow.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,8 @@ from tests.e2e_runtime.matrix import (
     UNMEASURED,
     parse_dag_id,
     pending,
+    rescheduled_jobs,
+    unexplained_jobs,
 )
 from tests.e2e_runtime.matrix import cells as matrix_cells
 
@@ -62,6 +67,66 @@ def _jobs(cell: dict[str, Any]) -> int:
     return FAULTS[cell["fault"]].jobs if cell["fault"] in FAULTS else 1
 
 
+def _duplicates(cell: dict[str, Any]) -> int:
+    """Jobs the fault made the operator start twice: not those no fault explains (`unexplained_jobs`), nor
+    those of a start Airflow rescheduled (`rescheduled_jobs`)."""
+    if unexplained_jobs(cell) or cell.get("reschedules"):
+        return 0
+    return max(0, cell["jobs"] - _jobs(cell))
+
+
+RESCHEDULE_NOTE = (
+    "↻ Airflow rescheduled a start of this task: its DAG file's import ran past `dagbag_import_timeout` on "
+    "the loaded machine, and Airflow 3.3 reschedules a task whose DAG it cannot load "
+    "(`[workers] missing_dag_retries`, same try). The reschedule clears a deferral's `next_method`, so a "
+    "start after the trigger fired runs `execute()` again: the provider operator submits its job again, the "
+    "durable one finds the job it already has. A fault Airflow added, not the test's: jobs it started are "
+    "not counted as duplicates above."
+)
+
+
+def _unexplained_summary(cells: list[dict[str, Any]]) -> str:
+    parts = []
+    for count, mark, why in (
+        (unexplained_jobs, "‡", "that no fault explains"),
+        (rescheduled_jobs, "↻", "where Airflow rescheduled a start"),
+    ):
+        runs = [c for c in cells if count(c)]
+        jobs = sum(count(c) for c in runs)
+        if jobs:
+            plural = "s" if len(runs) != 1 else ""
+            parts.append(
+                f" {jobs} more job{'s' if jobs != 1 else ''} in {len(runs)} run{plural} "
+                f"{why} (marked {mark}) {'is' if jobs == 1 else 'are'} not counted."
+            )
+    return "".join(parts)
+
+
+def _unexplained_note(cell: dict[str, Any]) -> str:
+    extra = unexplained_jobs(cell)
+    what = "a second job" if extra == 1 else f"{extra} jobs beyond the first"
+    text = (
+        f"‡ {SYSTEM_TITLES.get(cell['system'], cell['system'])}, {cell['side']}: {what} in a run whose store "
+        "fault never reached the try (no store call of it was failed): nothing the test did asked for "
+        f"{'it' if extra == 1 else 'them'}, so {'it is' if extra == 1 else 'they are'} not counted as a "
+        "duplicate above."
+    )
+    if cell.get("evidence"):
+        starts = ", ".join(f"+{s:.0f} s" for s in cell.get("job_starts", []))
+        tries = ", ".join(f"try {t} +{s:.0f} s" for t, s in cell.get("try_starts", []))
+        return (
+            text
+            + f" Jobs created at {starts} after the trigger ({tries}); logs kept in `{cell['evidence']}`."
+        )
+    return text + (
+        f" Measured at `{cell.get('commit') or '?'}` by a run that kept no logs. The one cause found since: "
+        "under load the DAG file's import at the start after the trigger fired ran past "
+        "`dagbag_import_timeout`, Airflow rescheduled the start (same try) and cleared the deferral's "
+        "`next_method`, so `execute()` ran again (see "
+        "[the reliability run notes](dev/reliability-runs.md#provider-duplicates-in-a-try-where-no-fault-fired))."
+    )
+
+
 def _promise(fault: str) -> str:
     f = FAULTS[fault]
     text = f"{f.jobs} job{'s' if f.jobs != 1 else ''}, task `{f.final}`, nothing untracked"
@@ -94,6 +159,31 @@ def _measured_on(cells: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _commits(cells: dict[str, Any]) -> set[str]:
+    return {c.get("commit") or "" for c in cells.values()}
+
+
+def _provenance(data: dict[str, Any], cells: dict[str, Any]) -> list[str]:
+    """The page's first statement: the one run at one commit its results come from, or plainly not."""
+    run = data.get("run")
+    commits = _commits(cells)
+    if run and commits == {run["commit"]}:
+        dirty = " (with uncommitted changes)" if run.get("dirty") else ""
+        return [
+            f"**Every result below comes from one run of `make reliability` at commit `{run['commit']}`"
+            f"{dirty}**, {run['date']}: {run['seconds'] / 60:.0f} min on {run['cores']} cores (1-minute load",
+            f"average {run['load_before'][0]:.1f} at the start, median {run['load_median'] or 0:.1f} and "
+            f"at most {run['load_max']:.1f} while it ran; the matrix itself keeps both cores busy).",
+            "",
+        ]
+    named = ", ".join(f"`{c}`" if c else "no commit recorded" for c in sorted(commits))
+    return [
+        f"**Not one run: the results below were measured on {len(commits)} commits** ({named}; which",
+        "fault on which, under *Measured on*). `make reliability` replaces them with one run.",
+        "",
+    ]
+
+
 def _outcome(cell: dict[str, Any] | None) -> str:
     if cell is None:
         return "not run"
@@ -105,6 +195,10 @@ def _outcome(cell: dict[str, Any] | None) -> str:
         text += f", **{untracked} untracked**"
     if cell["fault"] in ("storeread", "storeintent", "storeid") and not cell.get("store_failed"):
         text += " (no store call of this try was hit)"
+    if unexplained_jobs(cell):
+        text += " ‡"
+    if cell.get("reschedules"):
+        text += " ↻"
     return text
 
 
@@ -115,6 +209,9 @@ def render(data: dict[str, Any]) -> str:
         "<!-- Generated by `make reliability` (tests/e2e_runtime/reliability_report.py) from",
         "     docs/reliability.json. Do not edit: a test fails when this page is stale. -->",
         "",
+        *_provenance(
+            data, {k: c for e in data.get("configurations", {}).values() for k, c in e["cells"].items()}
+        ),
     ]
     for _key, entry in sorted(data.get("configurations", {}).items()):
         env = entry["environment"]
@@ -124,9 +221,10 @@ def render(data: dict[str, Any]) -> str:
         kept = sum(1 for c in durable if c.get("durable_ok"))
         measured = [c for c in durable if not c.get("error")]
         unmeasured = len(cells) - sum(1 for c in cells.values() if not c.get("error"))
-        up_dups = sum(max(0, c["jobs"] - _jobs(c)) for c in upstream if not c.get("error"))
+        up_dups = sum(_duplicates(c) for c in upstream if not c.get("error"))
         up_orphans = sum(c["untracked"] for c in upstream if not c.get("error"))
-        up_cells_dup = sum(1 for c in upstream if not c.get("error") and c["jobs"] > _jobs(c))
+        up_cells_dup = sum(1 for c in upstream if not c.get("error") and _duplicates(c))
+        unexplained = [c for c in cells.values() if unexplained_jobs(c) or rescheduled_jobs(c)]
         lines += [
             f"## Apache Airflow {env['airflow']} on {env['database']} with the {env['executor']}, "
             f"{env['triggerers']} triggerers, {env.get('celery_workers', 0)} Celery workers",
@@ -142,7 +240,7 @@ def render(data: dict[str, Any]) -> str:
             f"under each table). The provider's operators started **{up_dups} duplicate job"
             f"{'s' if up_dups != 1 else ''}** in {up_cells_dup} of their "
             f"{sum(1 for c in upstream if not c.get('error'))} measured runs and left "
-            f"**{up_orphans}** running that no task tracked.",
+            f"**{up_orphans}** running that no task tracked." + _unexplained_summary(unexplained),
             "",
             *(
                 [
@@ -202,24 +300,66 @@ def render(data: dict[str, Any]) -> str:
                     f"| {_outcome(up)} | {_outcome(du)}{mark} | {tries} |"
                 )
             lines += [""] + [f"† {note}." for note in sorted(notes)] + ([""] if notes else [])
+            shown = [
+                cells.get(f"rt_{system}_{fault}_{side}_{path}")
+                for system, path in rows
+                for side in ("upstream", "durable")
+            ]
+            lines += [line for c in shown if c and unexplained_jobs(c) for line in (_unexplained_note(c), "")]
+            if any(c and c.get("reschedules") for c in shown):
+                lines += [RESCHEDULE_NOTE, ""]
             if FAULTS[fault].limit:
                 lines += [f"Not covered: {FAULTS[fault].limit}.", ""]
-        lines += ["### Measured on", "", *_measured_on(cells), ""]
+        if len(_commits(cells)) > 1:
+            lines += ["### Measured on", "", *_measured_on(cells), ""]
+    run = data.get("run")
+    took = (
+        f"The run above took {run['seconds'] / 60:.0f} minutes on {run['cores']} cores."
+        if run
+        else "A run takes about 40 minutes on 2 cores."
+    )
     lines += [
         "## How to reproduce",
         "",
-        "`make reliability` runs the whole matrix on this machine (a private PostgreSQL and Redis from",
-        "the Debian packages, real Celery workers) and rewrites `docs/reliability.json` and this page.",
-        "On 2 cores shared with other work, every phase of two systems took 8 to 25 minutes (one",
-        "deployment; most of a cell is waiting on heartbeats, holds and retries, so it is slower when",
-        "the machine is loaded). CI runs one system and one of two phase sets per push, chosen by the",
-        "commit hash (see [Testing](testing.md#the-runtime-tier)).",
+        "`make reliability` runs the whole matrix on this machine in one deployment (a private PostgreSQL",
+        "and Redis from the Debian packages, real Celery workers), then rewrites `docs/reliability.json`",
+        f"and this page from that run. {took}",
+        "The cells whose fault strikes one task run side by side; a fault that strikes the whole",
+        "deployment (a Celery-worker, triggerer or scheduler kill) runs its cells alone. CI runs one",
+        "system and one of two phase sets per push, chosen by the commit hash (see",
+        "[Testing](testing.md#the-runtime-tier)).",
         "",
     ]
     return "\n".join(lines)
 
 
+def incomplete(data: dict[str, Any]) -> list[str]:
+    """Why a run's results cannot be published as they are (``[]``: they can): every cell of the matrix,
+    all from the run the file names, on one commit, without uncommitted changes."""
+    run = data.get("run")
+    if not run:
+        return ["the results name no run (they were not written by `make reliability`)"]
+    problems = []
+    cells = data.get("configurations", {}).get("postgres+celery", {}).get("cells", {})
+    missing = [c.dag_id for c in matrix_cells() if c.dag_id not in cells]
+    if missing:
+        problems.append(f"{len(missing)} cells have no result, e.g. {', '.join(missing[:5])}")
+    if _commits(cells) - {run["commit"]}:
+        problems.append(f"cells from other commits than the run's ({sorted(_commits(cells))})")
+    if run.get("dirty"):
+        problems.append(f"the run was on uncommitted changes to {run['commit']}")
+    return problems
+
+
 def main(argv: list[str]) -> int:
+    if "--publish" in argv:
+        source = Path(argv[argv.index("--publish") + 1])
+        problems = incomplete(json.loads(source.read_text()))
+        if problems:
+            print(f"not published ({source}): " + "; ".join(problems), file=sys.stderr)
+            return 1
+        shutil.copyfile(source, RESULTS)
+        print(f"wrote {RESULTS}")
     data = json.loads(RESULTS.read_text())
     page = render(data)
     if "--check" in argv:

@@ -136,3 +136,30 @@ def test_runner_environment_reaches_the_dag_arguments(system: str, dag_module: A
     assert all(env[f"AIRFLOW_VAR_{name.upper()}"] for name in wanted)
     upstream, durable = dag_module._classes(system)
     assert (upstream.__name__, durable.__name__) == SYSTEMS[system][1:]
+
+
+def test_a_task_process_defines_only_its_own_dag() -> None:
+    """Airflow's parsing context names the DAG a task process runs: the matrix file then defines that DAG
+    alone and imports one system's provider, not every selected cell's (a CPU second per task process)."""
+    pytest.importorskip("airflow.sdk")
+    wanted = "rt_redshift_clear_durable_sync"
+    code = (
+        "import sys, tests.e2e_runtime.matrix_dags.runtime_matrix as m; "
+        "print(sorted(k for k in vars(m) if k.startswith('rt_'))); "
+        "print(sorted(n for n in sys.modules if n.startswith('airflow_durable.operators.')))"
+    )
+    cells_ = ",".join(["rt_bigquery_clear_durable_sync", wanted, "rt_snowflake_clear_upstream_sync"])
+    env = {**os.environ, CELLS_ENV: cells_}
+    everything = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert everything.returncode == 0, everything.stderr[-2000:]
+    ours = "airflow_durable.operators."
+    assert everything.stdout.split("\n")[:2] == [
+        str(sorted(cells_.split(","))),
+        str([ours + "bigquery", ours + "redshift", ours + "snowflake"]),
+    ]
+    env["_AIRFLOW_PARSING_CONTEXT_DAG_ID"] = wanted  # what the task runner sets while it parses
+    own = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert own.returncode == 0, own.stderr[-2000:]
+    assert own.stdout.split("\n")[:2] == [str([wanted]), str([ours + "redshift"])]

@@ -5,6 +5,9 @@ every system. Runs in ``make test``; the matrix itself is ``make runtime-tier`` 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -18,8 +21,10 @@ from tests.e2e_runtime.matrix import (
     cells,
     parse_dag_id,
     pending,
+    rescheduled_jobs,
     selected_phases,
     selected_systems,
+    unexplained_jobs,
 )
 
 
@@ -87,3 +92,144 @@ def test_phase_selection() -> None:
     assert picked == set(CI_PHASE_SETS)
     with pytest.raises(ValueError, match="unknown phases"):
         selected_phases("pertask,nope")
+
+
+def _run_results(commit: str = "abc123def456", **run: object) -> dict:
+    """A complete run's results as `make reliability` writes them (every cell, one commit)."""
+    cell = {"jobs": 1, "untracked": 0, "final_state": "success", "error": "", "tries": [[1, "success"]]}
+    return {
+        "run": {
+            "commit": commit,
+            "dirty": False,
+            "date": "2026-12-05 04:00 UTC",
+            "seconds": 2400,
+            "cores": 2,
+            "load_before": [1.0, 1.0, 1.0],
+            "load_median": 3.1,
+            "load_max": 6.0,
+            **run,
+        },
+        "configurations": {
+            "postgres+celery": {
+                "environment": {
+                    "airflow": "3.3.2",
+                    "database": "PostgreSQL 15",
+                    "executor": "CeleryExecutor",
+                    "triggerers": 2,
+                    "celery_workers": 2,
+                },
+                "cells": {
+                    c.dag_id: {
+                        **cell,
+                        "dag_id": c.dag_id,
+                        "system": c.system,
+                        "fault": c.fault,
+                        "side": c.side,
+                        "path": c.path,
+                        "operator": c.operator,
+                        "jobs": 2 if c.fault == "clear" or (c.fault, c.side) == ("storeid", "durable") else 1,
+                        # the store faults reach the durable try only (the provider's makes no store call)
+                        "store_failed": 5
+                        if c.side == "durable" and c.fault in ("storeread", "storeintent", "storeid")
+                        else 0,
+                        "durable_ok": True,
+                        "commit": commit,
+                    }
+                    for c in cells()
+                },
+            }
+        },
+    }
+
+
+def test_a_page_from_one_run_names_its_commit_first() -> None:
+    data = _run_results()
+    assert reliability_report.incomplete(data) == []
+    head = "\n".join(reliability_report.render(data).splitlines()[:8])
+    assert "one run of `make reliability` at commit `abc123def456`" in head
+    assert "40 min on 2 cores" in head
+    assert "### Measured on" not in reliability_report.render(data)
+
+
+def test_results_of_several_commits_say_so_and_are_not_published() -> None:
+    data = _run_results()
+    cells_ = data["configurations"]["postgres+celery"]["cells"]
+    next(iter(cells_.values()))["commit"] = "0ld0ld0ld0ld"
+    head = "\n".join(reliability_report.render(data).splitlines()[:8])
+    assert "Not one run: the results below were measured on 2 commits" in head
+    assert "### Measured on" in reliability_report.render(data)
+    assert any("other commits" in p for p in reliability_report.incomplete(data))
+
+
+def test_an_incomplete_or_dirty_run_is_not_published() -> None:
+    data = _run_results(dirty=True)
+    del data["configurations"]["postgres+celery"]["cells"][cells()[0].dag_id]
+    problems = reliability_report.incomplete(data)
+    assert any("1 cells have no result" in p for p in problems)
+    assert any("uncommitted changes" in p for p in problems)
+    legacy = _run_results()
+    del legacy["run"]
+    assert reliability_report.incomplete(legacy) == [
+        "the results name no run (they were not written by `make reliability`)"
+    ]
+
+
+def _dry_run(target: str) -> str:
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return subprocess.run(
+        ["make", "-n", "--no-print-directory", target],
+        cwd=reliability_report.ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+
+
+def test_only_make_reliability_writes_the_published_results() -> None:
+    """`make reliability` runs into build/ and publishes through ``--publish`` (which refuses a partial
+    or mixed run); `make runtime-tier` (CI) records nothing."""
+    reliability = _dry_run("reliability")
+    assert 'AFD_RT_RESULTS="' in reliability and "/build/reliability/results.json" in reliability
+    assert "docs/reliability" not in reliability
+    assert "reliability_report --publish build/reliability/results.json" in reliability
+    assert "AFD_RT_RESULTS" not in _dry_run("runtime-tier")
+
+
+def test_a_job_no_fault_explains_is_marked_and_not_counted_as_a_duplicate() -> None:
+    """An upstream run whose store fault never reached its try (the provider's deferrable path makes no
+    store call) and that still started two jobs: marked ‡ with what the run kept, not counted above."""
+    data = _run_results()
+    cells_ = data["configurations"]["postgres+celery"]["cells"]
+    odd = cells_["rt_bigquery_storeread_upstream_deferrable"]
+    odd.update(jobs=2, store_failed=0, job_starts=[3.0, 41.0], try_starts=[[1, 1.0]], evidence="build/x")
+    killed = cells_["rt_bigquery_workerkill_upstream_deferrable"]
+    killed.update(jobs=2)  # a duplicate the worker kill caused
+    assert unexplained_jobs(odd) == 1 and unexplained_jobs(killed) == 0
+    assert unexplained_jobs({**odd, "store_failed": 3}) == 0  # the fault reached it: explained
+    page = reliability_report.render(data)
+    assert "started **1 duplicate job** in 1 of their" in page
+    assert "1 more job in 1 run that no fault explains (marked ‡) is not counted" in page
+    assert "| 2 jobs, success (no store call of this try was hit) ‡ |" in page
+    assert "‡ BigQuery, upstream: a second job" in page
+    assert "Jobs created at +3 s, +41 s after the trigger (try 1 +1 s); logs kept in `build/x`." in page
+
+
+def test_a_start_airflow_rescheduled_is_marked_and_its_extra_job_not_counted() -> None:
+    """A cleared task whose start after the trigger fired was rescheduled (DAG import timed out): the
+    provider operator ran execute() again (3 jobs where the clear explains 2). Marked ↻, explained once
+    under the table, left out of the duplicates; the durable twin, rescheduled too, kept 2."""
+    data = _run_results()
+    cells_ = data["configurations"]["postgres+celery"]["cells"]
+    cells_["rt_bigquery_clear_upstream_deferrable"].update(jobs=3, reschedules=1)
+    cells_["rt_bigquery_clear_durable_deferrable"].update(jobs=2, reschedules=1)
+    assert rescheduled_jobs(cells_["rt_bigquery_clear_upstream_deferrable"]) == 1
+    assert rescheduled_jobs(cells_["rt_bigquery_clear_durable_deferrable"]) == 0
+    page = reliability_report.render(data)
+    assert "started **0 duplicate jobs**" in page
+    assert "1 more job in 1 run where Airflow rescheduled a start (marked ↻) is not counted." in page
+    assert "| 3 jobs, success ↻ | 2 jobs, success ↻ |" in page
+    assert page.count(reliability_report.RESCHEDULE_NOTE) == 1

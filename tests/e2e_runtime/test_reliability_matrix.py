@@ -1,7 +1,10 @@
 """The reliability matrix on PostgreSQL + CeleryExecutor + two triggerers: every system, faults that
 kill real Airflow processes, upstream and durable side by side in the same deployment.
 
-One deployment serves the whole module (its cells run concurrently, a phase at a time). Which
+One deployment serves the whole module. The phases whose faults strike one cell each (``pertask``,
+``user``, ``store``: a kill of that cell's task, a user's action on it, its own store calls failing) run
+side by side, all their cells in flight together; a phase whose fault strikes the whole deployment
+(``celerykill``, ``trigkill``, ``schedrestart``) runs alone, its cells at once. Which
 systems run is chosen by ``AFD_RT_GROUP`` (see :func:`selected_systems`): ``all`` (``make
 reliability``), ``<i>/<n>`` (group i of n), or unset: one group of :data:`CI_GROUPS`, picked by the
 commit hash, so that every push runs a share and consecutive pushes cover the matrix. Which phases run
@@ -19,8 +22,12 @@ renders docs/reliability.md).
 from __future__ import annotations
 
 import os
+import platform
+import subprocess
+import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +40,7 @@ if int(airflow.__version__.split(".")[0]) < 3:
 from airflow_durable import shims  # noqa: E402
 from tests.e2e_runtime.conftest import SUMMARIES  # noqa: E402
 from tests.e2e_runtime.matrix import (  # noqa: E402
+    PER_CELL_PHASES,
     PHASES,
     PHASES_ENV,
     Cell,
@@ -42,7 +50,14 @@ from tests.e2e_runtime.matrix import (  # noqa: E402
     selected_phases,
     selected_systems,
 )
-from tests.e2e_runtime.tier import RESULTS_ENV, CellResult, Tier, committed_cell, write_results  # noqa: E402
+from tests.e2e_runtime.tier import (  # noqa: E402
+    RESULTS_ENV,
+    CellResult,
+    Tier,
+    committed_cell,
+    write_results,
+    write_run,
+)
 
 pytestmark = [
     pytest.mark.runtime,
@@ -50,16 +65,77 @@ pytestmark = [
     pytest.mark.skipif(not shims.DURABLE_RUNTIME, reason="the matrix measures the durable runtime (3.3+)"),
 ]
 
-CONFIG: dict[str, Any] = {"database": "postgres", "executor": "celery", "triggerers": 2}
+#: Two Celery workers of 10 task slots: the 18 Celery-kill cells of a full run hold their try 1 in a slot
+#: each when the workers die (one batch, not three), and the side-by-side phases keep their sync tries
+#: running while others start.
+CONFIG: dict[str, Any] = {
+    "database": "postgres",
+    "executor": "celery",
+    "triggerers": 2,
+    "celery_workers": 2,
+    "worker_concurrency": 10,
+}
 CONFIG_KEY = "postgres+celery"
+#: Cells of the side-by-side phases in flight at once (triggered, not yet collected). Most of a cell is
+#: waiting (a heartbeat timeout, a hold, a retry delay, a trigger's poll), so more in flight finish
+#: sooner, until the two cores are busy: CPU, not waiting, bounds a full run.
+IN_FLIGHT = int(os.environ.get("AFD_RT_IN_FLIGHT", "20"))
 
 
 SYSTEMS_RUN = selected_systems()
 PHASES_RUN = selected_phases()
 
 
+def _git(*args: str) -> str:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=False
+        ).stdout.strip()
+    except OSError:
+        return ""
+
+
+class _Run:
+    """What the results file says about the run its cells come from: commit, start, length, load."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.loads: list[float] = []
+        self.info: dict[str, Any] = {
+            "commit": _git("rev-parse", "HEAD")[:12],
+            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "cores": os.cpu_count(),
+            "os": f"{platform.system()} {platform.release()}",
+            "load_before": [round(x, 2) for x in os.getloadavg()],
+            "systems": list(SYSTEMS_RUN),
+            "phases": list(PHASES_RUN),
+            "in_flight": IN_FLIGHT,
+        }
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(15):
+            self.loads.append(os.getloadavg()[0])
+
+    def finish(self) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return {
+            **self.info,
+            "seconds": round(time.monotonic() - self.started),
+            "load_max": round(max(self.loads, default=os.getloadavg()[0]), 2),
+            "load_median": round(sorted(self.loads)[len(self.loads) // 2], 2) if self.loads else None,
+            "load_after": [round(x, 2) for x in os.getloadavg()],
+        }
+
+
 @pytest.fixture(scope="module")
 def tier() -> Iterator[Tier]:
+    run = _Run()
     started = time.monotonic()
     faults = tuple(f for phase in PHASES_RUN for f in PHASES[phase])
     with Tier(cells(faults=faults, systems=SYSTEMS_RUN), **CONFIG) as t:
@@ -70,7 +146,24 @@ def tier() -> Iterator[Tier]:
             }
         )
         yield t
+    path = os.environ.get(RESULTS_ENV)
+    if path:
+        write_run(Path(path), run.finish())
     assert not t.dep or not t.dep.stray_pids(), "a deployment process outlived the tier"
+
+
+@pytest.fixture(scope="module")
+def side_by_side(tier: Tier) -> dict[str, CellResult]:
+    """Every selected cell of the per-cell phases, run together once (the first phase test that needs
+    them runs them; each phase test then judges its own)."""
+    phases = [p for p in PHASES_RUN if p in PER_CELL_PHASES]
+    together = cells(faults=tuple(f for p in phases for f in PHASES[p]), systems=SYSTEMS_RUN)
+    started = time.monotonic()
+    results = tier.run_phase(together, max_in_flight=IN_FLIGHT)
+    SUMMARIES.append(
+        {"scenario": f"side-by-side phases {', '.join(phases)}", "seconds": time.monotonic() - started}
+    )
+    return {r.dag_id: r for r in results}
 
 
 def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> None:
@@ -125,10 +218,15 @@ def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> No
 
 
 @pytest.mark.parametrize("phase", list(PHASES))
-def test_matrix_phase(tier: Tier, phase: str) -> None:
-    """Run one phase's cells for the selected systems in the shared deployment and judge them."""
+def test_matrix_phase(tier: Tier, phase: str, request: pytest.FixtureRequest) -> None:
+    """Judge one phase's cells for the selected systems in the shared deployment: a per-cell phase's
+    from the side-by-side run, a deployment-wide fault's from a run of its own."""
     if phase not in PHASES_RUN:
         pytest.skip(f"phase {phase!r} not selected ({PHASES_ENV}={os.environ.get(PHASES_ENV, '')!r})")
     phase_cells = cells(faults=PHASES[phase], systems=SYSTEMS_RUN)
-    results = tier.run_phase(phase_cells)
+    if phase in PER_CELL_PHASES:
+        pool: dict[str, CellResult] = request.getfixturevalue("side_by_side")
+        results = [pool[c.dag_id] for c in phase_cells if c.dag_id in pool]
+    else:
+        results = tier.run_phase(phase_cells)
     _check(tier, results, phase_cells)

@@ -39,6 +39,7 @@ from tests.e2e_runtime.matrix import (
     USER_FAULTS,
     Cell,
     _commit,
+    unexplained_jobs,
 )
 from tests.e2e_runtime.store_proxy import StoreFault, StoreProxy
 
@@ -77,6 +78,15 @@ SETTINGS = {
     # A burst of task starts on a loaded 2-core machine: the execution API can take longer than its
     # 5 s default, and the start's ReadTimeout then fails try 1 before it ran (seen in the first runs).
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+    # A task that cannot load its DAG at a start is rescheduled (same try, [workers] missing_dag_retries)
+    # and the reschedule clears a deferral's next_method: a start after the trigger fired then runs
+    # execute() again, and the provider operator submits again. A parse past the 30 s default was seen
+    # under a load of 20 (google's import): an unplanned second fault, so the matrix allows 5 min.
+    "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
+    # The DAG file never changes during a run: parsed once at the start (and for any callback), not every
+    # 5 s. Each parse of the whole matrix imports all nine systems' providers: a fifth of a core, measured.
+    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
+    "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3600",
 }
 
 
@@ -108,6 +118,15 @@ class CellResult:
     store_failed: int = 0
     #: The commit the cell ran on.
     commit: str = ""
+    #: Seconds from the trigger to each job's creation on the service, oldest first.
+    job_starts: list[float] = field(default_factory=list)
+    #: ``[try, seconds from the trigger to the try's start]`` of each try that started.
+    try_starts: list[list[Any]] = field(default_factory=list)
+    #: Jobs the fault does not explain (see `matrix.unexplained_jobs`): where the cell's logs were kept.
+    evidence: str = ""
+    #: Starts that Airflow rescheduled because the DAG could not be loaded ("Rescheduling task during
+    #: startup"): one after the trigger fired runs execute() again (see `SETTINGS`).
+    reschedules: int = 0
 
     @property
     def durable_ok(self) -> bool:
@@ -130,6 +149,8 @@ class _Run:
     run_id: str = ""
     stage: str = "pending"
     started: float = 0.0
+    #: ``time.time()`` at the trigger: the emulators and the DB stamp jobs and tries in wall time.
+    started_wall: float = 0.0
     #: The try that was running (and held) when the fault struck; the retry is any later one.
     kill_try: int = 0
     baseline_jobs: int = 0
@@ -370,6 +391,7 @@ class Tier:
                 if run.cell.fault in STORE_RULES and self.proxy is not None:
                     run.store_fault = StoreFault(**STORE_RULES[run.cell.fault])  # type: ignore[arg-type]
                     self.proxy.set_fault(run.cell.dag_id, run.store_fault)
+                run.started_wall = time.time()
                 self.dep.trigger(run.cell.dag_id, run.run_id)
                 run.started = time.monotonic()
                 run.stage = self._first_stage(run.cell)
@@ -487,8 +509,10 @@ class Tier:
                 if self.dep.dag_run_state(run.cell.dag_id, run.run_id) not in ("success", "failed"):
                     return None
                 run.ended_at = time.monotonic()
-            if time.monotonic() - run.ended_at >= CANCEL_GRACE:
-                run.untracked = sum(1 for j in state["jobs"] if j["running"])
+            running = sum(1 for j in state["jobs"] if j["running"])
+            # Nothing left running: the cancel landed (a job that ended stays ended), no need to wait on.
+            if not running or time.monotonic() - run.ended_at >= CANCEL_GRACE:
+                run.untracked = running
                 run.emulator.call("finish", dag_id=run.cell.dag_id)
                 self._collect(run)
         elif run.stage == "drain":  # let each job a try waits on end; count any other still running
@@ -598,8 +622,52 @@ class Tier:
             log_ok=self._log_ok(run) if cell.side == "durable" else None,
             store_failed=run.store_fault.failed if run.store_fault is not None else 0,
             commit=self.commit,
+            job_starts=[round(float(j["started_at"]) - run.started_wall, 1) for j in state["jobs"]],
+            try_starts=self._try_starts(run),
+            reschedules=self._reschedules(run),
         )
+        if unexplained_jobs(asdict(run.result)) or run.result.reschedules:
+            run.result.evidence = self._keep_evidence(run, state)
         run.stage = "done"
+
+    def _reschedules(self, run: _Run) -> int:
+        assert self.dep is not None
+        root = self.dep.home / "logs" / f"dag_id={run.cell.dag_id}" / f"run_id={run.run_id}"
+        return sum(
+            log.read_text(errors="replace").count("Rescheduling task during startup")
+            for log in root.glob(f"task_id={TASK_ID}/attempt=*.log")
+        )
+
+    def _try_starts(self, run: _Run) -> list[list[Any]]:
+        assert self.dep is not None
+        where = "WHERE dag_id=? AND run_id=? AND task_id=?"
+        rows = self.dep.query(
+            f"SELECT try_number, start_date FROM task_instance_history {where} "
+            f"UNION ALL SELECT try_number, start_date FROM task_instance {where}",
+            (run.cell.dag_id, run.run_id, TASK_ID) * 2,
+        )
+        return sorted(
+            [int(t), round(started.timestamp() - run.started_wall, 1)]
+            for t, started in rows
+            if started is not None and hasattr(started, "timestamp")
+        )
+
+    def _keep_evidence(self, run: _Run, state: dict[str, Any]) -> str:
+        """Copy a cell's task and trigger logs and the service's view of its jobs where they outlive the
+        deployment: beside the results file, else in the system's temporary directory. Returns the path."""
+        assert self.dep is not None
+        results = os.environ.get(RESULTS_ENV)
+        base = (
+            Path(results).parent / "evidence" if results else Path(tempfile.gettempdir()) / "afd-rt-evidence"
+        )
+        target = base / run.cell.dag_id
+        shutil.rmtree(target, ignore_errors=True)
+        logs = self.dep.home / "logs" / f"dag_id={run.cell.dag_id}"
+        if logs.exists():
+            shutil.copytree(logs, target / "logs")
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "jobs.json").write_text(json.dumps({"run_started": run.started_wall, **state}, indent=1))
+        return str(target)
 
     def task_logs(self, dag_id: str) -> str:
         assert self.dep is not None
@@ -619,6 +687,14 @@ def write_results(path: Path, key: str, config: dict[str, Any], results: list[Ce
     entry["environment"] = config
     for result in results:
         entry["cells"][result.dag_id] = {**asdict(result), "durable_ok": result.durable_ok}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def write_run(path: Path, run: dict[str, Any]) -> None:
+    """Record in the results file at ``path`` the run its cells come from (commit, time, load)."""
+    data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"configurations": {}}
+    data["run"] = run
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 

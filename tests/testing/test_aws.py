@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from airflow_durable.testing.contracts import expect_violations
+
 pytest.importorskip("airflow.providers.amazon")
 pytest.importorskip("aiobotocore")
 
@@ -104,7 +106,7 @@ def test_an_emulator_bug_answers_500_and_is_kept(redshift_data_emulator):
     with Broken() as broken:
         client = broken.client("redshift-data", max_attempts=1)
         with pytest.raises(ClientError):
-            client.describe_statement(Id="x")
+            client.describe_statement(Id="00000000-0000-4000-8000-000000000000")
         assert isinstance(broken.server.errors[0], ZeroDivisionError)
 
 
@@ -130,8 +132,10 @@ def test_redshift_client_token_returns_the_statement_already_created(redshift_da
     assert first["Id"] == again["Id"] != other["Id"]
     ledger = redshift_data_emulator.ledger
     assert [(e.token, e.created) for e in ledger] == [("afd-1", True), ("afd-1", False), ("afd-2", True)]
-    with pytest.raises(ClientError, match="ClientToken"):
+    # botocore does not check the model's maximum; the service (and so the emulator) rejects it.
+    with expect_violations() as found, pytest.raises(ClientError, match="ClientToken"):
         client.execute_statement(Sql="x", ClusterIdentifier="c", Database="d", ClientToken="t" * 65)
+    assert [(v.operation, v.direction) for v in found] == [("ExecuteStatement", "request")]
 
 
 def test_redshift_batch_sub_statements_and_results(redshift_data_emulator):

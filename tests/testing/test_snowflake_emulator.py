@@ -18,6 +18,9 @@ from typing import Any
 
 import pytest
 
+from airflow_durable.testing import contracts
+from airflow_durable.testing.contracts import expect_violations
+
 pytest.importorskip("airflow.providers.snowflake")
 
 import requests  # noqa: E402
@@ -136,11 +139,15 @@ def test_wrong_token_is_401(snowflake_emulator, monkeypatch):
     assert err.value.response.status_code == 401
 
 
-def test_unknown_http_state_is_served_as_is(snowflake_emulator):
+def test_unknown_http_state_is_served_as_is(snowflake_emulator, monkeypatch):
     [handle] = hook().execute_query("select 1", statement_count=1)
     snowflake_emulator.set_state(handle, "HTTP_201")
-    # The hook folds a status code it does not know into "error".
-    assert hook().get_sql_api_query_status(handle)["status"] == "error"
+    # The hook folds a status code it does not know into "error". The SQL API never answers 201: the
+    # emulator records that it broke the contract on purpose (and serves it: record mode, not strict).
+    monkeypatch.setenv(contracts.ENV, "record")
+    with expect_violations() as found:
+        assert hook().get_sql_api_query_status(handle)["status"] == "error"
+    assert [(v.operation, v.direction) for v in found] == [("GetStatementStatus", "response")]
     with pytest.raises(ValueError, match="unknown Snowflake emulator state"):
         snowflake_emulator.set_state(handle, "HIBERNATING")
 

@@ -53,6 +53,7 @@ CASES: list[SystemCase] = [
         result_for=lambda statement_id: [statement_id],
         submit_operations=frozenset({"ExecuteStatement", "BatchExecuteStatement"}),
         cancel_operation="CancelStatement",
+        cancel_path="/redshift-data/CancelStatement",
         wrong_type_id=5,
         # The trigger turns a status API error into its own error event; the provider raises on it.
         trigger_error_text="error message",
@@ -104,6 +105,7 @@ CASES.append(
         result_for=lambda job_id: job_id,
         submit_operations=frozenset({"SubmitJob"}),
         cancel_operation="TerminateJob",
+        cancel_path="/batch/TerminateJob",
         wrong_type_id=5,
         # BatchJobTrigger turns a status API error into its error event; the provider raises on it.
         trigger_error_text="Error while running job",

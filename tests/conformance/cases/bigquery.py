@@ -57,6 +57,12 @@ CASES: list[SystemCase] = [
         foreign_id="some_other_job_999999",
         success_event=lambda job_id: {"job_id": job_id, "status": "success", "message": "Job completed"},
         error_event_is_wellformed=True,
+        # A fixed job id: job_id + a hash of the configuration, the same for every DAG run.
+        user_token={
+            "job_id": "nightly_load",
+            "force_rerun": False,
+            "reattach_states": {"PENDING", "RUNNING"},
+        },
         # Upstream always sends a (random) job id; ours carry the durable token.
         is_durable_token=lambda token: token is not None and "afd-" in token,
     ),

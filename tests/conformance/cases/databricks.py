@@ -67,6 +67,7 @@ _DATABRICKS_COMMON: dict[str, Any] = dict(
     status_errors_to_give_up=2,  # databricks_retry_limit=2: two failed attempts and the hook gives up
     xcoms_sync=frozenset({"run_id", "run_page_url"}),
     xcoms_deferrable=frozenset({"run_id", "run_page_url", "job_id"}),
+    user_token={"idempotency_token": "nightly-etl"},
 )
 
 CASES: list[SystemCase] = [

@@ -101,6 +101,7 @@ CASES: list[SystemCase] = [
         xcoms_deferrable=frozenset({"job_flow_id", "emr_cluster", "emr_logs"}),
         submit_operations=frozenset({"AddJobFlowSteps"}),
         cancel_operation="CancelSteps",
+        cancel_path="/elasticmapreduce/CancelSteps",
         window_closed_by="lookup",
         reported_id=lambda outcome: ",".join(outcome.result),
         result_for=lambda external_id: external_id.split(","),
@@ -125,6 +126,7 @@ CASES: list[SystemCase] = [
         xcoms_deferrable=frozenset({"emr_serverless_dashboard", "emr_serverless_logs"}),
         submit_operations=frozenset({"StartJobRun"}),
         cancel_operation="CancelJobRun",
+        cancel_path="/emr-serverless/CancelJobRun",
         reported_id=lambda outcome: outcome.result,
         result_for=lambda external_id: external_id,
         success_event=lambda external_id: {
@@ -137,6 +139,11 @@ CASES: list[SystemCase] = [
         ),
         trigger_error_text="Not cancelled",
         wrong_type_id=7,
+        user_token={"client_request_token": "nightly-etl"},
+        notimpl={
+            "free_check_of_users_token": "StartJobRun answers no creation time and nothing reads the job "
+            "run before the wait: checking a clientToken you set yourself costs one GetJobRun",
+        },
     ),
     SystemCase(
         id="emr_container",
@@ -157,6 +164,7 @@ CASES: list[SystemCase] = [
         xcoms_deferrable=frozenset(),
         submit_operations=frozenset({"StartJobRun"}),
         cancel_operation="CancelJobRun",
+        cancel_path="/emr-containers/CancelJobRun",
         window_closed_by="lookup",
         reported_id=lambda outcome: outcome.result,
         result_for=lambda external_id: external_id,
@@ -164,5 +172,6 @@ CASES: list[SystemCase] = [
         foreign_event=lambda real: ({**real, "job_id": "foreignjobrun000001"}, "foreignjobrun000001"),
         trigger_error_text="Error while running job",
         wrong_type_id=7,
+        user_token={"client_request_token": "nightly-etl"},
     ),
 ]

@@ -1,0 +1,146 @@
+"""Ownership: who may cancel a job. One rule, `may_cancel`, for every path that cancels.
+
+A logical job is owned by the newest try of its clear epoch (DESIGN §8). A superseded try — a zombie
+whose task instance went on without it, a try of an older epoch — must not cancel a job a newer try
+waits on; a try may always cancel a job it created itself that nobody else tracks, also inside the
+submit→persist window. The rule decides by *which try* an answer is about, not by a state alone:
+
+* The task-state store answers a try only while its task-instance id is current: Airflow gives every
+  retry and every clear a new task-instance id (``TaskInstance.prepare_db_for_next_try``) and the store
+  is addressed by it. A record read with this try's id therefore speaks for this try, and names the
+  job and the try that track it (``owner_try``).
+* "Not found" is ambiguous (the record was deleted, or this try was superseded): then Airflow's state
+  of the task instance decides. Gone (its DAG run was deleted), ``restarting`` (the user cleared it while
+  it ran: a new logical job begins) or ended (marked success/failed, skipped): nothing will wait on the
+  job, so it ends. Any other state: a try runs, and it decides.
+
+Pure: the caller gathers the `Knowledge` (one store read, one state query at most) and does the cancel.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_durable.engine.identity import TryIdentity, same_epoch
+from airflow_durable.engine.record import JobRecord
+
+__all__ = ["ENDED_STATES", "GONE", "RESTARTING", "Knowledge", "Origin", "Read", "Verdict", "may_cancel"]
+
+#: Task-instance states from which no try runs again without a user's clear (which starts a new
+#: logical job): nothing waits on the job any more.
+ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+#: A task instance the user cleared while it ran: Airflow terminates the try and starts a new one.
+RESTARTING = "restarting"
+#: What `Knowledge.task_state` is when Airflow no longer knows the task instance (DAG run deleted).
+GONE = "<gone>"
+
+
+class Read(enum.Enum):
+    """What the task-state store said when this try read its record just now."""
+
+    OK = "ok"  # a record, read with this try's task-instance id
+    NOT_FOUND = "not_found"  # no record for this try's task-instance id
+    FAILED = "failed"  # the store call failed
+    SKIPPED = "skipped"  # not asked: the try was interrupted inside a call to Airflow (SIGTERM)
+
+
+class Origin(enum.Enum):
+    """How the try came to hold the job."""
+
+    SUBMITTED = "submitted"  # its own submit, with the token of its own intent
+    RESENT = "resent"  # it resent an earlier try's token: the system may have returned that try's job
+    ADOPTED = "adopted"  # found by its token, created by another try (the earliest of a convergence)
+    DUPLICATE = "duplicate"  # carries its token, created by another try, not the one it adopted
+    TRACKED = "tracked"  # the record's job, which it reconnected to
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    read: Read
+    record: JobRecord | None = None  # with Read.OK
+    #: Airflow's state of the task instance, asked when the record was not found (`GONE`: unknown to
+    #: Airflow; ``None``: not asked, or the question failed).
+    task_state: str | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    reason: str
+
+
+def may_cancel(
+    job: Any,
+    me: TryIdentity,
+    *,
+    origin: Origin,
+    intent_token: str | None = None,
+    recorded: bool = True,
+    knowledge: Knowledge,
+) -> Verdict:
+    """Whether the try ``me`` may cancel ``job``.
+
+    ``intent_token``: the token of the intent this try wrote or resumed (``None``: it submitted nothing).
+    ``recorded``: whether this try's write of the job's id went through.
+    """
+    if knowledge.read is Read.OK and knowledge.record is not None:
+        return _by_record(job, me, origin, intent_token, knowledge.record)
+    if knowledge.read in (Read.OK, Read.NOT_FOUND):
+        return _by_task_state(knowledge.task_state)
+    if knowledge.read is Read.FAILED:
+        if origin is Origin.SUBMITTED and not recorded:
+            return Verdict(True, "this try created it and no record names it (its id could not be stored)")
+        return Verdict(
+            False, "its ownership could not be checked (the store failed); the record keeps tracking it"
+        )
+    return Verdict(
+        False,
+        "the try was interrupted inside a call to Airflow, so it cannot check who owns the job; the record "
+        f"or the token {intent_token} keeps it findable",
+    )
+
+
+def _by_record(
+    job: Any, me: TryIdentity, origin: Origin, intent_token: str | None, record: JobRecord
+) -> Verdict:
+    if record.names(job):
+        if record.state == "done":
+            return Verdict(False, "it already succeeded")
+        if not same_epoch(record, me):
+            return Verdict(True, "it belongs to a logical job the user ended (cleared since it started)")
+        if record.owner_try is not None and me.try_number is not None and record.owner_try != me.try_number:
+            return Verdict(False, f"try {record.owner_try} tracks it now (this is try {me.try_number})")
+        return Verdict(True, "this try owns it")
+    if record.keeps(job):
+        return Verdict(True, "an older job the record keeps until it is known ended")
+    mine = intent_token is not None and record.token == intent_token
+    if mine and record.state == "submitting" and origin in (Origin.SUBMITTED, Origin.RESENT, Origin.ADOPTED):
+        return Verdict(True, "this try's job, not yet recorded (the submit→persist window)")
+    if (
+        mine
+        and record.owner_try == me.try_number
+        and record.state == "submitted"
+        and origin in (Origin.SUBMITTED, Origin.DUPLICATE)
+    ):
+        return Verdict(True, f"a duplicate of this try's job {record.external_id!r} (same token)")
+    return Verdict(
+        False, f"this task instance tracks {record.external_id!r} now (generation {record.generation})"
+    )
+
+
+def _by_task_state(state: str | None) -> Verdict:
+    if state == GONE:
+        return Verdict(True, "its task instance is gone with its DAG run: nothing else tracks the job")
+    if state == RESTARTING:
+        return Verdict(True, "the task was cleared while it ran: a new logical job begins")
+    if state in ENDED_STATES:
+        return Verdict(True, f"the task instance is {state}: no try waits on the job any more")
+    if state is None:
+        return Verdict(False, "its record is not readable by this try and the task's state is unknown")
+    return Verdict(
+        False,
+        f"the record is not readable by this try while its task instance lives on ({state}): a newer try "
+        "holds it, or the record was deleted",
+    )

@@ -1,0 +1,395 @@
+"""The edges of a logical job that a reading of the engine against Airflow 3.3.2 found broken, one cell
+each, for every registered operator (DESIGN.md §8).
+
+Airflow's part is played by the harness (``tests/harness.py``): every retry and every clear gives the
+task instance a new id, and a superseded try's store reads find nothing and its writes fail
+(``TryStateStore``); a clear raises ``max_tries`` and the run's ``clear_number``; Airflow answers the
+engine's question about the task instance's state (``airflow_task_states``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import types
+from typing import Any
+
+import pytest
+
+from airflow_durable.engine import RECORD_SCHEMA, RECORD_SCHEMA_V1, DurableStateError
+from tests.conformance.systems import SystemCase
+from tests.harness import DURABLE, TaskRunner, record_state
+
+pytestmark = pytest.mark.skipif(
+    not DURABLE,
+    reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py",
+)
+
+PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
+
+
+def runner_for(case: SystemCase, emulator: Any, deferrable: bool, **overrides: Any) -> TaskRunner:
+    return TaskRunner(lambda: case.make(emulator, deferrable, **overrides))
+
+
+def job_ids(case: SystemCase, emulator: Any) -> list[Any]:
+    return [entry.external_id for entry in case.submissions(emulator)]
+
+
+def crash_once_submitted(runner: TaskRunner) -> None:
+    """Try 1 submits, stores the id and dies (its worker is killed, or frozen past the heartbeat)."""
+    runner.store.crash_when(record_state("submitted"), before=False)
+    assert runner.run_try().state == "crashed"
+
+
+def decisions(runner: TaskRunner, case: SystemCase) -> list[str]:
+    return [entry["decision"] for entry in runner.store.data[case.external_id_key]["history"]]
+
+
+def cancelled(case: SystemCase, emulator: Any, job: Any) -> bool:
+    return emulator.run(job).state == case.cancelled
+
+
+# --------------------------------------------------------------------------- where the epoch changes
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_retry_after_a_retries_edit_and_another_tasks_clear_reconnects(case, emulator, deferrable):
+    """retries=2; try 1 submits and its worker dies; meanwhile the DAG file lowers retries to 1 and the user
+    clears ANOTHER task of the run (which raises the run's clear_number). Try 2 is a plain retry: max_tries is
+    unchanged, and a clear of this task could only have kept it with exactly these numbers if it were cleared
+    while its job was done. It reconnects; nothing is cancelled, nothing submitted again."""
+    emulator.lifecycle = case.lifecycle(active_reads=8)
+    settings: dict[str, Any] = {"retries": 2}
+    runner = TaskRunner(lambda: case.make(emulator, deferrable, **settings), retries=2)
+    crash_once_submitted(runner)
+    (job,) = job_ids(case, emulator)
+    settings["retries"] = 1
+    runner.dag_run.clear_number += 1  # another task of the run was cleared
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert job_ids(case, emulator) == [job]
+    assert not cancelled(case, emulator, job)
+    assert decisions(runner, case)[1] in ("reconnect", "already_succeeded")
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_clear_while_the_try_runs_cancels_its_job_at_once(case, emulator, deferrable):
+    """The user clears a task whose try is running (polling, or between its submit and its deferral):
+    Airflow gives the task instance a new id and sets it ``restarting``, and terminates the try. The killed
+    try cannot read its record any more, but Airflow says the task was cleared while it ran: a new logical
+    job begins, so the try's job ends now, not whenever the next try gets to it."""
+    if not getattr(case.make(emulator, deferrable), "cancel_on_kill", True):
+        pytest.skip(f"{case.id} leaves jobs running on kill by default (cancel_on_kill=False)")
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    killed = runner.last_operator
+    (job,) = job_ids(case, emulator)
+    runner.new_ti_id()  # clear_task_instances: prepare_db_for_next_try, then RESTARTING
+    runner.ti.state = "restarting"
+    killed.on_kill()
+    assert cancelled(case, emulator, job)
+    # The executor reports the try terminated: Airflow resets max_tries like a clear, the next try runs.
+    runner.ti.max_tries = runner.ti.try_number + runner.retries
+    runner.dag_run.clear_number += 1
+    runner.ti.state = None
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and case.reported(outcome) == jobs[1]
+    assert decisions(runner, case)[-1] == "new_epoch"
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_clear_of_a_running_task_whose_worker_is_gone_starts_a_new_logical_job(case, emulator, deferrable):
+    """The user clears a task whose try runs on a worker that is gone (frozen, killed): Airflow sets it
+    restarting without touching max_tries, fails it for its missing heartbeat and retries it, so the retry
+    sees what a plain retry sees. Airflow's failure handling is where our listener marks the record
+    (proven against Airflow's own code in tests/e2e/test_airflow_assumptions.py); the retry then starts
+    a new logical job and ends the old one."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    runner.new_ti_id()  # the clear: prepare_db_for_next_try; RESTARTING; max_tries untouched
+    runner.dag_run.clear_number += 1
+    runner.store.data[case.external_id_key]["cleared_while_running"] = {
+        "try": 1,
+        "at": "2026-12-05T00:00:00+00:00",
+    }
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()  # the retry Airflow starts after the heartbeat purge
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and case.reported(outcome) == jobs[1]
+    assert cancelled(case, emulator, old)
+    assert decisions(runner, case)[-1] == "new_epoch"
+    assert "cleared_while_running" not in runner.store.data[case.external_id_key]
+
+
+# --------------------------------------------------------------------------- who may cancel
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_superseded_try_whose_id_write_fails_leaves_the_newer_tries_job_alone(case, emulator, deferrable):
+    """Try 1 writes its intent, submits, and freezes while its id write is in flight. Its heartbeat times
+    out and try 2 takes over: the resent token (or the lookup) hands it try 1's job, which it records and
+    waits on. Then try 1 wakes up: its id write fails (its task-instance id is gone). It must not cancel
+    that job: try 2 tracks it."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    reached, release = runner.store.hold_when(lambda v: record_state("submitted")(v) and v["owner_try"] == 1)
+    frozen, context = runner.start_try()
+    errors: list[BaseException] = []
+
+    def try_1() -> None:
+        try:
+            frozen.execute(context)
+        except BaseException as err:  # noqa: BLE001 - the frozen try's fate is asserted below
+            errors.append(err)
+
+    thread = threading.Thread(target=try_1)
+    thread.start()
+    assert reached.wait(60), "try 1 never wrote its job id"
+    (job,) = job_ids(case, emulator)
+    runner.store.crash_when(lambda v: isinstance(v, dict) and v.get("owner_try") == 2, before=False)
+    assert runner.run_try().state == "crashed"  # try 2 recorded the job as its own, then waits (here: stops)
+    assert runner.store.data[case.external_id_key]["owner_try"] == 2
+    release.set()
+    thread.join(60)
+    assert errors and isinstance(errors[0], DurableStateError), errors
+    assert not cancelled(case, emulator, job), "the superseded try cancelled the job try 2 waits on"
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert job_ids(case, emulator) == [job]
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_kill_inside_the_submit_persist_window_cancels_the_job_the_try_created(case, emulator, deferrable):
+    """A try is killed (marked failed, execution_timeout) after its submit returned and before its id is
+    stored: the record holds its intent, not the id, and still this try owns the job it just created."""
+    if not getattr(case.make(emulator, deferrable), "cancel_on_kill", True):
+        pytest.skip(f"{case.id} leaves jobs running on kill by default (cancel_on_kill=False)")
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    reached, release = runner.store.hold_when(record_state("submitted"))
+    operator, context = runner.start_try()
+    thread = threading.Thread(target=lambda: _swallow(operator.execute, context))
+    thread.start()
+    try:
+        assert reached.wait(60)
+        (job,) = job_ids(case, emulator)
+        runner.ti.state = "failed"  # the user marked it
+        operator.on_kill()
+        assert cancelled(case, emulator, job)
+    finally:
+        release.set()
+        thread.join(60)
+
+
+def test_a_kill_that_interrupts_a_call_to_airflow_does_not_wait_on_it(case, emulator, monkeypatch):
+    """SIGTERM runs on_kill on the main thread, possibly inside a store call whose channel lock it then
+    holds (Airflow's comms lock is not re-entrant): on_kill must not call Airflow again (it would hang until
+    the supervisor's SIGKILL). It cannot check who owns the job then, so it leaves the job to the record."""
+    from airflow.sdk.execution_time import task_runner
+
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, False)
+    crash_once_submitted(runner)
+    killed = runner.last_operator
+    (job,) = job_ids(case, emulator)
+    lock = threading.Lock()
+    lock.acquire()  # the interrupted frame holds it
+    monkeypatch.setattr(
+        task_runner, "SUPERVISOR_COMMS", types.SimpleNamespace(_thread_lock=lock), raising=False
+    )
+    runner.store.fail_get = True  # any store read would stand for the call that hangs
+    reads = len(runner.store.calls)
+    done = threading.Event()
+    threading.Thread(target=lambda: (killed.on_kill(), done.set()), daemon=True).start()
+    assert done.wait(30), "on_kill waited on the supervisor channel"
+    assert len(runner.store.calls) == reads  # no store call at all
+    assert not cancelled(case, emulator, job)
+    assert runner.store.data[case.external_id_key]["state"] == "submitted"  # the record keeps tracking it
+
+
+def _swallow(call: Any, *args: Any) -> None:
+    try:
+        call(*args)
+    except BaseException:  # noqa: BLE001 - a try whose job was cancelled under it fails; not the point
+        pass
+
+
+# --------------------------------------------------------------------------- no read failure submits
+def test_a_failed_read_of_the_providers_own_key_never_leads_to_a_submit(case, emulator):
+    """A retry with no record of ours looks for a job the provider operator's own ResumableJobMixin stored
+    (the user switched mid-retries). If that read fails, nothing is known: the try fails, submits nothing."""
+    operator = case.make(emulator, False)
+    key = type(operator)._upstream_external_id_key()
+    if key is None:
+        pytest.skip(f"the installed provider operator of {case.id} stores no job id of its own")
+    runner = runner_for(case, emulator, False)
+    runner.ti.try_number = 1  # the next try is a retry
+    real_get = runner.store.get
+
+    def get(name: str, default: Any = None) -> Any:
+        if name == key:
+            raise RuntimeError("execution API: 503 Service Unavailable")
+        return real_get(name, default)
+
+    runner.store.get = get  # type: ignore[method-assign]
+    outcome = runner.run_try()
+    assert isinstance(outcome.error, DurableStateError) and key in str(outcome.error)
+    assert job_ids(case, emulator) == []
+
+
+def test_a_failed_status_read_of_the_providers_job_never_leads_to_a_submit(case, emulator):
+    operator = case.make(emulator, False)
+    key = type(operator)._upstream_external_id_key()
+    if key is None:
+        pytest.skip(f"the installed provider operator of {case.id} stores no job id of its own")
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    upstream = runner_for(case, emulator, False)
+    crash_once_submitted(upstream)
+    (job,) = job_ids(case, emulator)
+    runner = runner_for(case, emulator, False)
+    runner.ti.try_number = 1
+    runner.store.data[key] = upstream.store.data[case.external_id_key]["external_id"]
+    emulator.faults.add(method=case.status_call[0], path_contains=case.status_call[1], status=500, times=None)
+    outcome = runner.run_try()
+    assert outcome.state == "failed"
+    assert job_ids(case, emulator) == [job]
+
+
+# --------------------------------------------------------------------------- no id is ever lost
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_clear_whose_cancel_fails_keeps_the_old_job_until_it_is_known_ended(case, emulator, deferrable):
+    """The user clears a task whose job runs; the new try's cancel of it fails. The new logical job goes on,
+    and the record keeps the old job's id (``unended``) until a later try sees that job ended."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    runner.clear()
+    failing = case.fail_cancels(emulator)
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert not cancelled(case, emulator, old)
+    stored_old = case.stored_id(old)
+    record = runner.store.data[case.external_id_key]
+    assert [entry["external_id"] for entry in record.get("unended", [])] == [stored_old], record
+    emulator.faults.remove(failing)
+    # The next logical job (another clear) ends the job the record kept, then forgets it once it ended.
+    runner.clear()
+    assert runner.run_try().state == "success"
+    assert cancelled(case, emulator, old)
+    runner.clear()
+    assert runner.run_try().state == "success"
+    assert "unended" not in runner.store.data[case.external_id_key]
+
+
+# --------------------------------------------------------------------------- the schema, once
+def test_a_record_of_a_newer_release_fails_the_try_and_submits_nothing(case, emulator):
+    runner = runner_for(case, emulator, False)
+    runner.store.data[case.external_id_key] = {
+        "schema": "airflow-durable/3",
+        "generation": 1,
+        "token": "afd-x-g1",
+        "state": "submitted",
+        "external_id": "anything",
+    }
+    outcome = runner.run_try()
+    assert isinstance(outcome.error, DurableStateError)
+    assert "newer airflow-durable" in str(outcome.error)
+    assert job_ids(case, emulator) == []
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_v1_record_is_carried_on_in_the_current_schema(case, emulator, deferrable):
+    """A retry finds a record of release 0.1 (schema 1, no stamps) tracking a running job: it reconnects,
+    and every record it writes from then on is schema 2 with its epoch stamped, so that a crash after
+    success is still told from a user's clear."""
+    emulator.lifecycle = case.lifecycle(active_reads=8)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    (job,) = job_ids(case, emulator)
+    stored = runner.store.data[case.external_id_key]
+    runner.store.data[case.external_id_key] = {
+        "schema": RECORD_SCHEMA_V1,
+        "generation": stored["generation"],
+        "token": stored["token"],
+        "state": "submitted",
+        "external_id": stored["external_id"],
+    }
+    runner.store.crash_when(record_state("done"), before=False)  # dies right after success
+    assert runner.run_try().state == "crashed"
+    done = runner.store.data[case.external_id_key]
+    assert done["schema"] == RECORD_SCHEMA and done["state"] == "done"
+    assert done["max_tries"] == runner.ti.max_tries
+    assert runner.run_try().state == "success"  # a crash after success: the result, no new job
+    assert job_ids(case, emulator) == [job]
+    runner.clear()
+    emulator.lifecycle = case.lifecycle()
+    assert runner.run_try().state == "success"  # a clear: the job runs again
+    assert len(job_ids(case, emulator)) == 2
+
+
+def test_a_deferral_of_release_0_1_completes_into_a_current_record(case, emulator):
+    """A deferral that release 0.1 started (its record is schema 1, its kwargs carry no record) completes
+    under this release: the completion is written in schema 2 with its epoch, so a crash right after it is
+    still a crash (the result, no new job), and a clear still runs the job again."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from tests.harness import WorkerCrash
+
+    emulator.lifecycle = case.lifecycle(active_reads=4)
+    runner = runner_for(case, emulator, True)
+    operator, context = runner.start_try()
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(context)
+    (job,) = job_ids(case, emulator)
+    stored = runner.store.data[case.external_id_key]
+    runner.store.data[case.external_id_key] = {
+        "schema": RECORD_SCHEMA_V1,
+        "generation": stored["generation"],
+        "token": stored["token"],
+        "state": "submitted",
+        "external_id": stored["external_id"],
+    }
+    event = runner._run_trigger(deferred.value.trigger)
+    kwargs = {k: v for k, v in (deferred.value.kwargs or {}).items() if k != "durable_record"}
+    resumed = case.make(emulator, True)
+    context["task"] = resumed
+    runner.store.crash_when(record_state("done"), before=False)
+    with pytest.raises(WorkerCrash):
+        getattr(resumed, deferred.value.method_name)(context, event=event, **kwargs)
+    done = runner.store.data[case.external_id_key]
+    assert done["schema"] == RECORD_SCHEMA and done["max_tries"] == runner.ti.max_tries, done
+    assert runner.run_try().state == "success"  # the worker died after success: no new job
+    assert job_ids(case, emulator) == [job]
+    runner.clear()
+    emulator.lifecycle = case.lifecycle()
+    assert runner.run_try().state == "success"
+    assert len(job_ids(case, emulator)) == 2
+
+
+# --------------------------------------------------------------------------- defined outcomes
+def test_a_deferral_timeout_whose_record_read_fails_fails_as_a_timeout(case, emulator):
+    """execution_timeout runs out while deferred and the record cannot be read: the try fails as the
+    timeout it is (not a store error), and the job it cannot name stays tracked by the record."""
+    from airflow.sdk.exceptions import TaskDeferralTimeout, TaskDeferred
+
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, True)
+    runner.ti.start_date = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    operator, context = runner.start_try()
+    operator.execution_timeout = dt.timedelta(seconds=30)
+    with pytest.raises(TaskDeferred):
+        operator.execute(context)
+    (job,) = job_ids(case, emulator)
+    resumed = case.make(emulator, True, execution_timeout=dt.timedelta(seconds=30))
+    runner.store.fail_get = True
+    with pytest.raises(TaskDeferralTimeout):
+        resumed.resume_execution("__fail__", {"error": "Trigger timeout"}, runner.context())
+    assert not cancelled(case, emulator, job)
+    assert runner.store.data[case.external_id_key]["external_id"] == case.stored_id(job)
