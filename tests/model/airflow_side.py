@@ -186,6 +186,21 @@ def task_run_carrier(dag_run_carrier: dict[str, str]) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------- the supervisor channel
+class ChannelLock:
+    """The channel's non-reentrant lock as seen from the calling actor's process: ``CommsDecoder.send``
+    holds it from the request until the answer, so it is held when SIGTERM's ``on_kill`` runs on the main
+    thread while that thread is inside a channel call (`Process.holds_comms_lock`). Each process has its
+    own channel; the model's one `ModelComms` answers for all of them, hence the lookup by actor."""
+
+    def __init__(self, coop: Coop) -> None:
+        self.coop = coop
+
+    def locked(self) -> bool:
+        actor = self.coop.current
+        holds = getattr(getattr(actor, "owner", None), "holds_comms_lock", None)
+        return bool(holds()) if callable(holds) else False
+
+
 class ModelComms:
     """``SUPERVISOR_COMMS`` for every actor: the supervisor's ``_handle_request`` plus the execution API.
 
@@ -199,6 +214,8 @@ class ModelComms:
     def __init__(self, coop: Coop, db: AirflowDB) -> None:
         self.coop = coop
         self.db = db
+        #: ``CommsDecoder._thread_lock``, as far as a caller can see it (``shims.supervisor_comms_busy``).
+        self._thread_lock = ChannelLock(coop)
         #: Injected execution-API failures: {"get": n, "set": n} calls left to fail.
         self.faults: dict[str, int] = {}
         #: (actor, key, value) of every effective write, in order.
@@ -301,3 +318,119 @@ class ModelComms:
             self.db.xcom.pop(msg.key, None)
             return None
         return comms.XComResult(key=msg.key, value=self.db.xcom.get(msg.key))
+
+
+# ---------------------------------------------------------------------------- plugin listeners
+class ListenerSession:
+    """Airflow's own ORM objects in an in-memory SQLite database, for the moments Airflow hands them to
+    plugin listeners: the listener runs exactly as in the scheduler or the API server, on a real
+    ``TaskInstance`` whose attribute history and session are Airflow's (`airflow_durable.shims.
+    mark_cleared_while_running` reads both), and its writes to ``task_state_store`` rows come back to the
+    model's store.
+
+    Each call copies the ``dag_run``, ``task_instance`` and ``task_state_store`` rows in inside one
+    transaction, applies Airflow's steps to the loaded task instance, calls the hook, reads the store rows
+    back and rolls the transaction back (nothing stays between calls).
+    """
+
+    _engine: Any = None
+
+    @classmethod
+    def engine(cls) -> Any:
+        if cls._engine is None:
+            from airflow.models import import_all_models
+            from airflow.models.base import Base
+            from sqlalchemy import create_engine
+            from sqlalchemy.pool import StaticPool
+
+            import_all_models()  # every table the ORM's relationships and foreign keys name
+            engine = create_engine(
+                "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
+            )
+            Base.metadata.create_all(engine)
+            cls._engine = engine
+        return cls._engine
+
+    @classmethod
+    def on_task_instance_failed(
+        cls, db: AirflowDB, *, new_state: str, previous_state: str | None, error: str, flush_first: bool
+    ) -> None:
+        """Load ``db.ti`` as Airflow does (``refresh_from_db``), set ``new_state`` on it, flush first when
+        Airflow does (``TaskInstance.set_state`` on a mark), then ``get_listener_manager().hook.
+        on_task_instance_failed(...)`` with Airflow's own exception guard; the store rows as the listener
+        left them (flushed, as Airflow's ``save_to_db`` / the request's commit does) become ``db.store``."""
+        from airflow.listeners.listener import get_listener_manager
+        from airflow.models.dagrun import DagRun
+        from airflow.models.task_state_store import TaskStateStoreModel
+        from airflow.models.taskinstance import TaskInstance
+        from sqlalchemy import insert, select
+        from sqlalchemy.orm import Session
+
+        from airflow_durable.plugins import listener
+
+        manager = get_listener_manager()
+        if not manager.pm.is_registered(listener):
+            raise ModelError("airflow_durable.plugins.listener is not loaded by Airflow's listener manager")
+        assert db.run is not None and db.ti is not None
+        ti_row = db.ti
+        with Session(cls.engine()) as session:
+            run_id_pk = 1
+            session.execute(
+                insert(DagRun.__table__).values(
+                    id=run_id_pk,
+                    dag_id=DAG_ID,
+                    run_id=RUN_ID,
+                    run_type="manual",
+                    state=db.run.state,
+                    clear_number=db.run.clear_number,
+                    run_after=_EPOCH,
+                    start_date=db.run.start_date,
+                )
+            )
+            session.execute(
+                insert(TaskInstance.__table__).values(
+                    id=ti_row.id,
+                    dag_id=DAG_ID,
+                    run_id=RUN_ID,
+                    task_id=TASK_ID,
+                    map_index=-1,
+                    try_number=ti_row.try_number,
+                    max_tries=ti_row.max_tries,
+                    state=ti_row.state,
+                    pool="default_pool",
+                    pool_slots=1,
+                    queue="default",
+                    priority_weight=1,
+                    dag_version_id=uuid.UUID(int=1),
+                )
+            )
+            for key, value in db.store.items():
+                session.execute(
+                    insert(TaskStateStoreModel.__table__).values(
+                        dag_run_id=run_id_pk,
+                        dag_id=DAG_ID,
+                        run_id=RUN_ID,
+                        task_id=TASK_ID,
+                        map_index=-1,
+                        key=key,
+                        value=json.dumps(value),
+                        updated_at=_EPOCH,
+                    )
+                )
+            ti = session.get(TaskInstance, ti_row.id)  # refresh_from_db: the state as loaded
+            ti.state = new_state
+            if flush_first:
+                session.flush()
+            try:  # exactly Airflow's guard around the hook: a listener's error is logged, never raised
+                manager.hook.on_task_instance_failed(
+                    previous_state=previous_state, task_instance=ti, error=error
+                )
+            except Exception:
+                import logging
+
+                logging.getLogger(__name__).exception("error calling listener")
+            session.flush()
+            rows = session.scalars(select(TaskStateStoreModel)).all()
+            db.store.clear()
+            db.store.update({row.key: json.loads(row.value) for row in rows})
+            session.rollback()

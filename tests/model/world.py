@@ -93,6 +93,8 @@ class Process:
     dead: bool = False
     exited: bool = False
     deadlocked: bool = False
+    #: SIGTERM landed while the main thread held the channel's lock: on_kill could not ask Airflow anything.
+    sigterm_locked: bool = False
     xcoms: dict[str, Any] = field(default_factory=dict)
     store_faults_hit: int = 0
     writes: int = 0  # successful task-state-store writes
@@ -543,6 +545,11 @@ class World:
             "dag_run.end_date": str(run.end_date),
             "task.retries": getattr(operator, "retries", None),
             "task_state_store": json.dumps(self.record(), sort_keys=True),
+            # The fields of each stored value (the listener's mark is one): what the values say, not which.
+            "task_state_store.fields": json.dumps(
+                {k: sorted(v) if isinstance(v, dict) else type(v).__name__ for k, v in self.record().items()},
+                sort_keys=True,
+            ),
             "task_states": json.dumps({"job": ti.state if ti else None, "other": self.db.other_task_state}),
             "jobs": json.dumps({j.key: job_state(self.emulator, j.ledger_id)[0] for j in self.jobs.values()}),
         }
@@ -649,6 +656,7 @@ class World:
             return False
         process.sigterm = True
         process.sigterm_in_call = in_call
+        process.sigterm_locked = process.holds_comms_lock()
         operator = process.operator
         process.killer = Actor(f"p{process.pid}.on_kill", operator.on_kill, "on_kill", owner=process)
         self.log.append(f"    SIGTERM {process.name}: on_kill")
@@ -662,9 +670,13 @@ class World:
     def purge(self) -> bool:
         """Heartbeat timeout: ``SchedulerJobRunner._find_task_instances_without_heartbeats`` (RUNNING or
         RESTARTING, no recent heartbeat) → ``_purge_task_instances_without_heartbeats`` → the executor
-        reports FAILED → ``process_executor_events`` → ``TaskInstance.handle_failure``:
-        ``is_eligible_to_retry`` (RESTARTING: always; else ``task.retries and try_number <= max_tries``)
-        → UP_FOR_RETRY (a RUNNING one through ``prepare_db_for_next_try``: new id), else FAILED."""
+        reports FAILED → ``process_executor_events`` → ``TaskInstance.handle_failure`` →
+        ``fetch_handle_failure_context``: ``is_eligible_to_retry`` (RESTARTING: always; else ``task.retries
+        and try_number <= max_tries``) → UP_FOR_RETRY (a RUNNING one through ``prepare_db_for_next_try``: new
+        id), else FAILED; then, still in the scheduler's session before ``save_to_db``,
+        ``get_listener_manager().hook.on_task_instance_failed(previous_state=RUNNING, task_instance=ti,
+        error=...)`` (``models/taskinstance.py``, the end of ``fetch_handle_failure_context``): the plugins'
+        listeners, ours among them (`airflow_durable.plugins.listener`), run on the ORM task instance."""
         ti = self.db.ti
         if ti is None or ti.state not in (af.RUNNING, af.RESTARTING):
             return False
@@ -672,12 +684,31 @@ class World:
         silent = holder is None or (holder.dead and holder.node_lost) or (holder.alive and holder.frozen)
         if not silent:
             return False
+        loaded = ti.state
         if ti.state == af.RESTARTING:
-            ti.state = af.UP_FOR_RETRY
+            new_state = af.UP_FOR_RETRY
         else:
             eligible = bool(self.db.retries) and ti.try_number <= ti.max_tries
-            self._fail_running(ti, eligible)
+            new_state = af.UP_FOR_RETRY if eligible else af.FAILED
         ti.next_method = ti.next_kwargs = None
+        # The hook sees the task instance as loaded (its state history: loaded → new) under its current id.
+        ti.state = loaded
+        before = dict(self.db.store)
+        af.ListenerSession.on_task_instance_failed(
+            self.db,
+            new_state=new_state,
+            previous_state=af.RUNNING,
+            error="Task did not emit heartbeat within time limit",
+            flush_first=False,
+        )
+        if self.db.store != before:
+            self.log.append(
+                f"    listener: on_task_instance_failed marked the record ({loaded} → {new_state})"
+            )
+        if loaded == af.RESTARTING:
+            ti.state = af.UP_FOR_RETRY
+        else:
+            self._fail_running(ti, new_state == af.UP_FOR_RETRY)
         self.db.refresh_run_state()
         return True
 
@@ -956,8 +987,10 @@ class World:
 
     def mark(self, state: str) -> bool:
         """Mark success / failed through the public API (``patch_task_instance`` →
-        ``DAG.set_task_instance_state`` → ``TaskInstance.set_state``; ``_emit_state_listener_hooks``): the
-        state changes and nothing else — same id, ``next_method`` and ``trigger_id`` kept. A RUNNING try
+        ``DAG.set_task_instance_state`` → ``TaskInstance.set_state``; then, for success,
+        ``_clear_task_state_store_on_success`` and, for failed, ``_emit_state_listener_hooks`` →
+        ``on_task_instance_failed``): the state changes and nothing else — same id, ``next_method`` and
+        ``trigger_id`` kept. A RUNNING try
         learns it at its next heartbeat (409 → SIGTERM → ``on_kill``); a DEFERRED one's trigger is removed
         by ``Trigger.clean_unused`` and cancelled with the user-action message (``on_kill``)."""
         ti = self.db.ti
@@ -966,6 +999,22 @@ class World:
             return False
         before = ti.state
         ti.state = state
+        if state == af.SUCCESS and self.db.clear_on_success:
+            # _patch_task_instance_state → _clear_task_state_store_on_success ([state_store] clear_on_success)
+            self.db.store.clear()
+            self._record_gone("clear_on_success")
+        elif state == af.FAILED and self.db.run is not None:
+            # _emit_state_listener_hooks: on_task_instance_failed(previous_state=None, ...) after set_state
+            # flushed the new state (so a listener sees no state change pending on the ORM object).
+            ti.state = before
+            af.ListenerSession.on_task_instance_failed(
+                self.db,
+                new_state=state,
+                previous_state=None,
+                error=f"TaskInstance's state was manually set to `{state}`.",
+                flush_first=True,
+            )
+            ti.state = state
         self.db.refresh_run_state()
         self._begin_lj(f"mark {state} while {before or 'none'}", state=before, mark=state)
         return True
@@ -1119,6 +1168,8 @@ class World:
                 fate = "unknown"
             elif creator.deadlocked:
                 fate = "killed-after-on-kill-deadlock"
+            elif creator.sigterm_locked and creator.dead:
+                fate = "killed-after-on-kill-in-channel-call"
             elif creator.sigterm:
                 fate = "sigtermed"
             elif creator.dead:
@@ -1313,9 +1364,10 @@ class World:
 
     def check_sigterm_done(self, process: Process) -> None:
         """(5) for a mark while running: once the SIGTERM handler's on_kill ran after a mark, the job the
-        try held has ended (or its cancel failed / the handler deadlocked)."""
+        try held has ended (or its cancel failed, or SIGTERM landed inside a supervisor-channel call: the
+        handler cannot ask Airflow who owns the job, and (3) applies)."""
         marked = [x for x in self.ljs if x.number > process.lj and x.cause.startswith("mark")]
-        if not marked or process.deadlocked:
+        if not marked or process.deadlocked or process.sigterm_locked:
             return
         for key in process.knows:
             job = self.jobs.get(key)
