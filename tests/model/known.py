@@ -28,7 +28,26 @@ _N1 = (
     "runtime: remove this entry when that lands"
 )
 
+_N3 = (
+    "model finding N3 (engine, open): the record is deleted by an outside hand (retention, the Storage tab) "
+    "while its job runs, and the next try, finding no record, derives the same token again: the lifetime "
+    "salt (identity.TryIdentity.lifetime_salt) hashes only the run's start date and clear_number, which a "
+    "record deletion does not change. The system hands the older job back (an idempotency key) or the "
+    "token lookup finds it and adoption keeps the earliest (Batch, EMR on EKS: the try cancels the job it "
+    "just submitted), so the new logical job waits on and returns the older one. DESIGN §8: a new "
+    "lifetime's tokens must be unique to it, and a job older than the intent is refused, never adopted"
+)
+
 KNOWN_VIOLATIONS: dict[str, str] = {
+    "2:waits-on-older-lj-after-record-deleted-*": _N3,
+    "2:result-of-older-lj-after-record-deleted-*": _N3,
+    "3:never-recorded-answer-lost-*": (
+        "model finding N2 (engine, open): the service took a submission but its answer was lost (a 5xx "
+        "after the job was created); the try fails with only the intent (token) recorded. A retry resends "
+        "the token and finds the job, but with no retry left (or a mark meanwhile) the job runs on, named by "
+        "nothing the orphans tool reads. The try could resend the same token at once (idempotent), or look "
+        "it up, before giving up"
+    ),
     "5:mark-deferred-trigger-on-kill-never-ran": _N1,
     "3:unnamed-by-run-deleted-holder-left-it-trigger-on-kill-never-ran": _N1,
     "5:mark-deferred-trigger-left-job": (
@@ -71,6 +90,12 @@ NEXT_ISSUE: dict[str, str] = {
         "held its job: the old try's on_kill finds no record (its task-instance id is gone) and a task "
         "instance of that name alive again (the new run's), so it leaves the job to 'a newer try', which "
         "belongs to another run and never sees it"
+    ),
+    "3:unnamed-by-clear_on_success-nobody-held-it": (
+        "the user marked the task success while nothing ran it (up_for_retry, queued, scheduled) and "
+        "[state_store] clear_on_success is on: the public API deletes the task's state-store rows "
+        "(_clear_task_state_store_on_success) before any listener runs, so the job that a retry would have "
+        "reconnected to runs on, named by nothing"
     ),
     "3:unnamed-by-retention-*": (
         "the record expired (retention) while its job ran: nothing names the job any more (and a try "

@@ -1206,6 +1206,10 @@ class World:
             if not ended_by or any(x.cause.startswith(("run", "record")) for x in between):
                 # A deleted run or record in between: the new try cannot know the old job ((3) covers it).
                 continue
+            if old.unnamed_by not in (None, "overwritten") and not self.named(old):
+                # Airflow deleted the record that named it (a mark success under clear_on_success): the
+                # same, the new try cannot know it.
+                continue
             if old.cancel_failed and self.named(old):
                 continue
             cause = ended_by[0]
