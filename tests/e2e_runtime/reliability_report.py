@@ -123,7 +123,8 @@ def _unexplained_note(cell: dict[str, Any]) -> str:
         "under load the DAG file's import at the start after the trigger fired ran past "
         "`dagbag_import_timeout`, Airflow rescheduled the start (same try) and cleared the deferral's "
         "`next_method`, so `execute()` ran again (see "
-        "[the reliability run notes](dev/reliability-runs.md#provider-duplicates-in-a-try-where-no-fault-fired))."
+        "[the reliability run notes]"
+        "(dev/reliability-runs.md#provider-duplicates-in-a-try-where-no-fault-fired))."
     )
 
 
