@@ -38,7 +38,26 @@ _N3 = (
     "lifetime's tokens must be unique to it, and a job older than the intent is refused, never adopted"
 )
 
+_N4 = (
+    "model finding N4 (engine, open; the sync twin of finding 11): the user marks a running task, then "
+    "clears it before the try's next heartbeat; the SIGTERM's on_kill reads the record with its superseded "
+    "task-instance id (not found) and asks the task's state: a try is scheduled or running, so it leaves the "
+    "job to it (it cannot tell a mark-then-clear from a zombie whose retry adopted the job). The new try "
+    "does end it (the record names it, a new epoch), so the job runs until that try starts"
+)
+_N5 = (
+    "model finding N5 (engine, open): the user clears a running task before its try submitted; the "
+    "heartbeat's SIGTERM runs on_kill (nothing to cancel yet) and the try's main thread goes on (the "
+    "supervisor's SIGKILL comes 5 s later): it submits, its write of the id fails (404, its id is "
+    "superseded), and as a superseded try it may not cancel (the newer try might have adopted the job by its "
+    "token, finding 4), but the newer try is of a new epoch and never learns the job: it runs untracked. A "
+    "try whose on_kill ran could refuse to submit from then on"
+)
+
 KNOWN_VIOLATIONS: dict[str, str] = {
+    "5:mark-then-clear-running-on-kill-left-job": _N4,
+    "3:never-recorded-creator-sigtermed": _N5,
+    "5:old-job-survives-clear-of-running-live-worker": _N5,
     "2:waits-on-older-lj-after-record-deleted-*": _N3,
     "2:result-of-older-lj-after-record-deleted-*": _N3,
     "3:never-recorded-answer-lost-*": (
@@ -84,6 +103,20 @@ NEXT_ISSUE: dict[str, str] = {
         "(a second channel call would deadlock on CommsDecoder's lock), so it leaves the job to the record's "
         "token by design (engine/ownership.py, Read.SKIPPED); only a lookup of the job by that token can "
         "find it"
+    ),
+    "3:unnamed-by-run-deleted-holder-left-it-process-deferred": (
+        "the DAG run was deleted while a try ran, and the try deferred before its next heartbeat: Airflow "
+        "refuses the deferral (the task instance is gone) and the process exits; no trigger and no on_kill "
+        "ever holds the job"
+    ),
+    "3:unnamed-by-run-deleted-holder-left-it-trigger-ended": (
+        "the DAG run was deleted while a trigger held its job, and the trigger ended on its own (an error "
+        "event after a failed status read) before the triggerer cancelled it: the event reaches no task "
+        "instance, nothing holds the job"
+    ),
+    "3:unnamed-by-run-deleted-holder-left-it-cancel-failed-*": (
+        "the DAG run was deleted; its job's holder tried to cancel it (on_kill) and the cancel failed: with "
+        "the run and its record gone nothing can try again"
     ),
     "3:unnamed-by-run-recreated-*": (
         "the DAG run was deleted and triggered again with the same run_id while a try of the old run still "

@@ -1180,6 +1180,8 @@ class World:
         situation = f"unnamed-by-{(job.unnamed_by or 'overwritten').replace(' ', '-')}"
         if job.unnamed_by in (None, "overwritten") and job.cancel_failed:
             situation += "-after-failed-cancel"
+        elif job.cancel_failed:
+            situation += "-cancel-failed"
         if situation.startswith("unnamed-by-run-deleted") and any(
             x.cause == "run re-created" for x in self.ljs
         ):
@@ -1294,6 +1296,10 @@ class World:
             return
         owner = actor.owner
         ti = self.db.ti
+        if ti is None or ti.state in (af.SUCCESS, af.FAILED):
+            # The task instance finished: no try of this LJ will run again (a clear starts a new one), so
+            # nothing waits on the job any more (the owned trigger's rule: cancel once the task ended).
+            return
         is_owner = False
         context = "decision"
         if isinstance(owner, Process):
@@ -1373,12 +1379,16 @@ class World:
         marked = [x for x in self.ljs if x.number > process.lj and x.cause.startswith("mark")]
         if not marked or process.deadlocked or process.sigterm_locked:
             return
+        # A clear after the mark, before the handler ran: its try id is superseded, its record unreadable.
+        cleared = any(x.number > marked[0].number and x.cause.startswith("clear") for x in self.ljs)
         for key in process.knows:
             job = self.jobs.get(key)
             if job is not None and job.lj == process.lj and self.active(job) and not job.cancel_failed:
                 self.violate(
                     "5",
-                    "mark-running-on-kill-left-job",
+                    "mark-then-clear-running-on-kill-left-job"
+                    if cleared
+                    else "mark-running-on-kill-left-job",
                     f"{process.name}'s on_kill ran after a "
                     f"{marked[0].cause} but job {job.ledger_id} still runs",
                 )
