@@ -332,6 +332,56 @@ def slow_answer_after_mark(world: World) -> str:
     return "5:mark-deferred-trigger-left-job"
 
 
+# ---------------------------------------------------------------------------- open on the fixed engine
+def record_deleted_then_retry(world: World) -> str:
+    """N3 (engine, open): try 1 submits and waits; the Storage tab deletes the record; try 1's worker dies
+    and the retry, finding no record, derives the same token (the lifetime salt is the run's start and
+    clear_number): it gets the older job back (idempotency key) or finds it by the token and keeps the
+    earliest, and returns or waits on it."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(
+        world,
+        "delete_record",
+        "the Storage tab deletes the record",
+        lambda: world.delete_record("storage tab"),
+    )
+    act(world, "worker_dies", f"SIGKILL {p1.name}", lambda: world.kill_process(p1, node_lost=False))
+    p2 = start(world)
+    until_waiting(world, p2)
+    suffix = "record-deleted-storage-tab"
+    return _old_job_succeeds_then_try_2_ends(world, p2, suffix)  # type: ignore[return-value]
+
+
+def mark_then_clear_before_sigterm(world: World) -> str:
+    """N4 (engine, open): the user marks the running task success, then clears it before the try's next
+    heartbeat; the SIGTERM's on_kill cannot read its record (its id is superseded) and sees a try to come,
+    so it leaves the job to that try."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(world, "mark", "user marks the task success (running)", lambda: world.mark(af.SUCCESS))
+    act(world, "clear", "user clears the task (success)", world.clear)
+    act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
+    until_killer_done(world, p1)
+    return "5:mark-then-clear-running-on-kill-left-job"
+
+
+def sigtermed_try_submits(world: World) -> str:
+    """N5 (engine, open): the user clears the running task after its intent write, before its submit; the
+    heartbeat's SIGTERM runs on_kill (nothing to cancel yet); the user clears again and the new epoch's try
+    starts; the old try's main thread goes on, submits, cannot write the id (its task-instance id is
+    superseded), sees a try running and, as a superseded try, does not cancel: the job runs untracked."""
+    p1 = start(world)
+    until_parked(world, p1, "http")
+    act(world, "clear", "user clears the task (running)", world.clear)
+    act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
+    until_killer_done(world, p1)
+    act(world, "clear", "user clears the task again (restarting)", world.clear)
+    start(world)  # the new epoch's try is running (parked at its first store read) when p1 asks
+    until_exit(world, p1)
+    return "3:never-recorded-creator-sigtermed"
+
+
 #: name → (scenario, requirements on the world: deferrable / retries / trigger_ids).
 SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     "clear_of_deferred_reaches_new_deferral": (
@@ -356,6 +406,9 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     "lost_id_when_cancel_fails": (lost_id_when_cancel_fails, {"retries": 1}),
     "mark_failed_while_up_for_retry": (mark_failed_while_up_for_retry, {"retries": 1}),
     "slow_answer_after_mark": (slow_answer_after_mark, {"deferrable": True, "retries": 0}),
+    "record_deleted_then_retry": (record_deleted_then_retry, {"retries": 1}),
+    "mark_then_clear_before_sigterm": (mark_then_clear_before_sigterm, {"deferrable": False, "retries": 0}),
+    "sigtermed_try_submits": (sigtermed_try_submits, {"deferrable": False, "retries": 1}),
 }
 
 
