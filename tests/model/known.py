@@ -54,7 +54,25 @@ _N5 = (
     "try whose on_kill ran could refuse to submit from then on"
 )
 
+_N6 = (
+    "model finding N6 (engine, open): on a system without an idempotency key (Batch) the try submits, "
+    "looks its token up to converge, and the status read that follows fails: the try fails before it writes "
+    "the id it already holds, so the record keeps only the token; with no retry left the job runs on, "
+    "named by nothing the orphans tool reads. Minimal path: Batch, sync, retries=0, the next status read "
+    "fails; try 1 submits, ListJobs, DescribeJobs fails, the try ends failed"
+)
+_N7 = (
+    "model finding N7 (engine, open; against issue 22's rule that no read failure may lead to a submit): a "
+    "new epoch's try (here after a clear of a running task whose worker froze, marked by the listener) "
+    "cannot read the old job's status (5xx), keeps it in the record's unended list without cancelling it, "
+    "and submits the new job: both run. Minimal path: Batch, sync, retries=0: try 1 submits and records; its "
+    "worker freezes; the next status read fails; the user clears; the heartbeat timeout; try 2 reads the "
+    "record, DescribeJobs of the old job fails, it writes and submits"
+)
+
 KNOWN_VIOLATIONS: dict[str, str] = {
+    "3:never-recorded-creator-ended-failed": _N6,
+    "5:old-job-left-running-named-after-*": _N7,
     "5:mark-then-clear-running-on-kill-left-job": _N4,
     "3:never-recorded-creator-sigtermed": _N5,
     "5:old-job-survives-clear-of-running-live-worker": _N5,

@@ -1215,11 +1215,12 @@ class World:
             if old.cancel_failed and self.named(old):
                 continue
             cause = ended_by[0]
-            situation = (
-                "old-job-dropped-after-failed-cancel"
-                if old.cancel_failed
-                else f"old-job-survives-{_slug(cause)}"
-            )
+            if old.cancel_failed:
+                situation = "old-job-dropped-after-failed-cancel"
+            elif self.named(old):  # kept in the record (e.g. its status unknown) but never cancelled
+                situation = f"old-job-left-running-named-after-{_slug(cause)}"
+            else:
+                situation = f"old-job-survives-{_slug(cause)}"
             self.violate(
                 "5",
                 situation,
