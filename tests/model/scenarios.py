@@ -382,6 +382,31 @@ def sigtermed_try_submits(world: World) -> str:
     return "3:never-recorded-creator-sigtermed"
 
 
+def status_read_fails_before_the_id_write(world: World) -> str | None:
+    """N6 (engine, open; lookup systems): the next status read fails; try 1 submits, looks its token up
+    to converge, and the status read that follows fails: it ends failed before writing the id it holds
+    (Batch). With an idempotency key (Databricks) the id is written right after the submit: no violation."""
+    act(world, "service_fault", "the service's next status read fails", lambda: world.service_fault("status"))
+    p1 = start(world)
+    until_exit(world, p1)
+    return "3:never-recorded-creator-ended-failed" if world.case.id == "batch" else None
+
+
+def new_epoch_submits_after_failed_status_read(world: World) -> str:
+    """N7 (engine, open): try 1 submits and records; its worker freezes; the next status read fails; the
+    user clears the running task; the heartbeat timeout fails it (the listener marks the record); try 2
+    cannot read the old job's status, keeps it in the record without cancelling it, and submits."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(world, "worker_freezes", f"{p1.name} freezes", lambda: setattr(p1, "frozen", True))
+    act(world, "service_fault", "the service's next status read fails", lambda: world.service_fault("status"))
+    act(world, "clear", "user clears the task (running, its worker frozen)", world.clear)
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    p2 = start(world)
+    until_parked(world, p2, "http", after_jobs=1)
+    return "5:old-job-left-running-named-after-clear-of-running-frozen-worker"
+
+
 #: name → (scenario, requirements on the world: deferrable / retries / trigger_ids).
 SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     "clear_of_deferred_reaches_new_deferral": (
@@ -409,6 +434,14 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     "record_deleted_then_retry": (record_deleted_then_retry, {"retries": 1}),
     "mark_then_clear_before_sigterm": (mark_then_clear_before_sigterm, {"deferrable": False, "retries": 0}),
     "sigtermed_try_submits": (sigtermed_try_submits, {"deferrable": False, "retries": 1}),
+    "status_read_fails_before_the_id_write": (
+        status_read_fails_before_the_id_write,
+        {"deferrable": False, "retries": 0},
+    ),
+    "new_epoch_submits_after_failed_status_read": (
+        new_epoch_submits_after_failed_status_read,
+        {"deferrable": False, "retries": 0},
+    ),
 }
 
 
