@@ -70,7 +70,20 @@ _N7 = (
     "record, DescribeJobs of the old job fails, it writes and submits"
 )
 
+_N8 = (
+    "model finding N8 (engine, open; the flip side of finding 2's fix): the DAG file lowers retries by "
+    "as many tries as were used (2 → 1 after try 1), then the user clears the task: clear_task_instances "
+    "sets max_tries = try_number + retries, unchanged, and raises clear_number, which a clear of another "
+    "task raises too; the engine takes the clear for a retry and reconnects to the old job. Only "
+    "ti.context_carrier (renewed for the task instances a clear clears) tells them apart. Minimal path: "
+    "BigQuery, deferrable, retries=2: try 1 submits and defers; DAG edit retries=1; the user clears the "
+    "deferred task; try 2 defers on the old job"
+)
+
 KNOWN_VIOLATIONS: dict[str, str] = {
+    "2:waits-on-older-lj-after-clear-of-deferred": _N8,
+    "5:old-job-left-running-named-after-clear-of-deferred": _N8,
+    "3:unnamed-by-clear_on_success-holder-left-it-trigger-on-kill-never-ran": _N1,
     "3:never-recorded-creator-ended-failed": _N6,
     "5:old-job-left-running-named-after-*": _N7,
     "5:mark-then-clear-running-on-kill-left-job": _N4,

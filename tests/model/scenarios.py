@@ -407,6 +407,19 @@ def new_epoch_submits_after_failed_status_read(world: World) -> str:
     return "5:old-job-left-running-named-after-clear-of-running-frozen-worker"
 
 
+def clear_after_retries_lowered(world: World) -> str:
+    """N8 (engine, open): try 1 submits and defers; the DAG file lowers retries from 2 to 1; the user
+    clears the deferred task: max_tries stays 2 (try_number + retries), clear_number rises (as for a clear
+    of another task), and try 2 takes the clear for a retry: it defers on the old job."""
+    p1 = start(world)
+    until_exit(world, p1)
+    act(world, "edit_retries", "DAG edit: retries=1", lambda: world.edit_retries(1))
+    act(world, "clear", "user clears the task (deferred)", world.clear)
+    p2 = start(world)
+    until_exit(world, p2)
+    return "2:waits-on-older-lj-after-clear-of-deferred"
+
+
 #: name → (scenario, requirements on the world: deferrable / retries / trigger_ids).
 SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     "clear_of_deferred_reaches_new_deferral": (
@@ -434,6 +447,7 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     "record_deleted_then_retry": (record_deleted_then_retry, {"retries": 1}),
     "mark_then_clear_before_sigterm": (mark_then_clear_before_sigterm, {"deferrable": False, "retries": 0}),
     "sigtermed_try_submits": (sigtermed_try_submits, {"deferrable": False, "retries": 1}),
+    "clear_after_retries_lowered": (clear_after_retries_lowered, {"deferrable": True, "retries": 2}),
     "status_read_fails_before_the_id_write": (
         status_read_fails_before_the_id_write,
         {"deferrable": False, "retries": 0},
