@@ -155,11 +155,12 @@ NEXT_ISSUE: dict[str, str] = {
         "instance of that name alive again (the new run's), so it leaves the job to 'a newer try', which "
         "belongs to another run and never sees it"
     ),
-    "3:unnamed-by-clear_on_success-nobody-held-it": (
-        "the user marked the task success while nothing ran it (up_for_retry, queued, scheduled) and "
-        "[state_store] clear_on_success is on: the public API deletes the task's state-store rows "
-        "(_clear_task_state_store_on_success) before any listener runs, so the job that a retry would have "
-        "reconnected to runs on, named by nothing"
+    "3:unnamed-by-clear_on_success-*": (
+        "the user marked the task success while its job ran and [state_store] clear_on_success is on: the "
+        "public API deletes the task's state-store rows (_clear_task_state_store_on_success) before any "
+        "listener runs; when nothing ran the task (up_for_retry, queued, scheduled) or its holder ended "
+        "without a kill (SIGKILLed before its heartbeat, a trigger killed with its triggerer), the job runs "
+        "on, named by nothing"
     ),
     "3:unnamed-by-retention-*": (
         "the record expired (retention) while its job ran: nothing names the job any more (and a try "
