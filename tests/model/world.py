@@ -1380,6 +1380,8 @@ class World:
         marked = [x for x in self.ljs if x.number > process.lj and x.cause.startswith("mark")]
         if not marked or process.deadlocked or process.sigterm_locked:
             return
+        if any(x.number > marked[0].number and x.cause.startswith("run") for x in self.ljs):
+            return  # the run was deleted after the mark: its record went with it, (3) applies
         # A clear after the mark, before the handler ran: its try id is superseded, its record unreadable.
         cleared = any(x.number > marked[0].number and x.cause.startswith("clear") for x in self.ljs)
         for key in process.knows:
