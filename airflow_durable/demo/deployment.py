@@ -676,7 +676,9 @@ class Deployment:
         On PostgreSQL the stop holds only at a moment when none of the component's DB sessions has a
         transaction open: stopped inside one, it would keep its row locks (the triggerer's locks on the
         task instances whose events it submits), and the scheduler and the api-server would wait on
-        them. That is a deadlocked deployment, not the slow component the caller means.
+        them. That is a deadlocked deployment, not the slow component the caller means. On SQLite, where
+        one connection cannot see another's transaction, it holds only at a moment when nobody holds the
+        database's write lock.
         """
         deadline = time.monotonic() + timeout
         attempts = 0
@@ -704,12 +706,30 @@ class Deployment:
 
     def _in_transaction(self, component: str) -> bool:
         if self.postgres is None:
-            return False  # SQLite shows no other connection's transaction
+            # SQLite shows no other connection's transaction, but its write lock is one per database: if
+            # it is taken, the stopped component may hold it (and every writer would wait on it).
+            return self._sqlite_write_locked()
         rows = self._query_postgres(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = ? AND xact_start IS NOT NULL",
             (component,),
         )
         return bool(rows and rows[0][0])
+
+    def _sqlite_write_locked(self) -> bool:
+        """Whether a connection holds the SQLite database's write lock now (``BEGIN IMMEDIATE``, no wait)."""
+        if not self.db_path.exists():
+            return False
+        conn = sqlite3.connect(self.db_path, timeout=0)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.rollback()
+            return False
+        except sqlite3.OperationalError as err:
+            if "locked" in str(err) or "busy" in str(err):
+                return True
+            raise
+        finally:
+            conn.close()
 
     def stray_pids(self) -> list[int]:
         """Live (non-zombie) processes in the sessions of this deployment's components.

@@ -6,7 +6,8 @@ One concern per module, in the order a try applies them:
 * `airflow_durable.engine.identity`: the try's identity (taken once), the record lifetime's salt, the
   token, the clear epoch;
 * `airflow_durable.engine.decision`: the pure decision;
-* `airflow_durable.engine.ownership`: who may cancel a job (`may_cancel`, used by every cancel);
+* `airflow_durable.engine.ownership`: who may cancel a job (`may_cancel`, used by every cancel; its
+  deferred twin `may_cancel_on_kill` for the owned trigger);
 * `airflow_durable.engine.mixin`: `DurableJobEngine`, the mixin that does the I/O.
 
 The rules, in that order: ``docs/how-it-works.md``. ``record`` and ``identity`` import no Airflow (the
@@ -53,7 +54,16 @@ if TYPE_CHECKING:
         DurableJobEngine,
         overriding,
     )
-    from airflow_durable.engine.ownership import GONE, Knowledge, Origin, Read, Verdict, may_cancel
+    from airflow_durable.engine.ownership import (
+        GONE,
+        Knowledge,
+        Origin,
+        Read,
+        TryAnswer,
+        Verdict,
+        may_cancel,
+        may_cancel_on_kill,
+    )
     from airflow_durable.engine.record import (
         HISTORY_LIMIT,
         RECORD_SCHEMA,
@@ -96,7 +106,16 @@ _WHERE = {
         "plan",
         "status_needed",
     ),
-    "ownership": ("GONE", "Knowledge", "Origin", "Read", "Verdict", "may_cancel"),
+    "ownership": (
+        "GONE",
+        "Knowledge",
+        "Origin",
+        "Read",
+        "TryAnswer",
+        "Verdict",
+        "may_cancel",
+        "may_cancel_on_kill",
+    ),
     "errors": (
         "DurableError",
         "DurableEventError",
@@ -133,6 +152,7 @@ __all__ = [
     "Read",
     "RecordError",
     "TOKEN_PATTERN",
+    "TryAnswer",
     "TryIdentity",
     "UNENDED_LIMIT",
     "UnknownStatus",
@@ -140,6 +160,7 @@ __all__ = [
     "decide",
     "earliest_first",
     "may_cancel",
+    "may_cancel_on_kill",
     "new_salt",
     "overriding",
     "parse_id",

@@ -34,6 +34,7 @@ from airflow_durable.engine.decision import (
     status_needed,
 )
 from airflow_durable.engine.errors import (
+    DurableError,
     DurableEventError,
     DurableForeignJobError,
     DurableStateError,
@@ -451,6 +452,9 @@ class DurableJobEngine:
         )
 
     def on_kill(self) -> None:
+        # SIGTERM runs this and the try's main thread goes on until the supervisor's SIGKILL: from here it
+        # must not submit (a job it could neither record nor cancel; the next try is a new logical job's).
+        self.__dict__["_durable_killed"] = True
         external_id = self._durable_external_id
         if external_id is None:
             super().on_kill()  # type: ignore[misc]
@@ -792,10 +796,11 @@ class DurableJobEngine:
 
         The older jobs are those the record keeps (`JobRecord.unended`), the previous epoch's job when
         the user cleared the task (`Decision.NEW_EPOCH`), and duplicates of a crashed try's submission.
-        A job whose status says it ended is dropped; an active one is cancelled and kept until a later
-        try sees it ended (a cancel is a request); a token whose job cannot be looked up is kept for
-        `airflow-durable orphans`. This try read its record just now with its own task-instance id, so
-        it is the owner of the task instance's logical job, and these jobs are the record's to end.
+        A job whose status says it ended is dropped; an active one, or one whose status cannot be read,
+        is cancelled and kept until a later try sees it ended (a cancel is a request); a token whose job
+        cannot be looked up is kept for `airflow-durable orphans`. This try read its record just now with
+        its own task-instance id, so it is the owner of the task instance's logical job, and these jobs
+        are the record's to end.
         """
         record = the_plan.record
         entries: list[dict[str, Any]] = list(record.unended) if record is not None else []
@@ -819,11 +824,13 @@ class DurableJobEngine:
             except JobNotFoundError:
                 continue
             except Exception as err:
+                # Unknown is treated as active: a cancel of a job that already ended changes nothing, and
+                # a read failure must never leave the old job running beside the new one.
                 self.log.warning("task %s: could not read the status of job %s (%s)", self.task_id, job, err)
-                kept.append(entry)
-                continue
-            if self.durable_phase(status) in (JobPhase.SUCCEEDED, JobPhase.FAILED):
-                continue
+                status = "unknown: status read failed"
+            else:
+                if self.durable_phase(status) in (JobPhase.SUCCEEDED, JobPhase.FAILED):
+                    continue
             verdict = self._may_cancel(
                 job, recorded=True, origin=Origin.TRACKED, knowledge=Knowledge(Read.OK, keeping)
             )
@@ -903,6 +910,11 @@ class DurableJobEngine:
             self._write_record(store, intent, what="the submission intent (nothing was submitted)")
         self._durable_intent_token = gen.token.text
         self._durable_recorded = False
+        if self.__dict__.get("_durable_killed"):
+            raise DurableError(
+                f"task {self.task_id}: the try was told to stop (SIGTERM: marked, cleared or timed out) "
+                "before it submitted: not submitting."
+            )
         submitted_id = self.durable_submit(context, gen.token)
         self._hold(submitted_id, Origin.RESENT if gen.resumed else Origin.SUBMITTED)
         self._refuse_foreign(context, submitted_id, intent)

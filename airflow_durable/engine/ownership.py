@@ -15,6 +15,12 @@ submit→persist window. The rule decides by *which try* an answer is about, not
   job, so it ends. Any other state: a try runs, and it decides.
 
 Pure: the caller gathers the `Knowledge` (one store read, one state query at most) and does the cancel.
+
+The deferrable path's kill has no store to read: a user who ends a deferred task reaches only its trigger
+(`airflow_durable.triggers.owned`), which asks Airflow what the task instance is now and which try that
+answer is about (`TryAnswer`), and applies `may_cancel_on_kill`: the same rule set (a newer try owns the
+job whatever its state; an ended or vanished task instance waits on nothing), by the try the answer is
+about.
 """
 
 from __future__ import annotations
@@ -26,7 +32,18 @@ from typing import Any
 from airflow_durable.engine.identity import TryIdentity, same_epoch
 from airflow_durable.engine.record import JobRecord
 
-__all__ = ["ENDED_STATES", "GONE", "RESTARTING", "Knowledge", "Origin", "Read", "Verdict", "may_cancel"]
+__all__ = [
+    "ENDED_STATES",
+    "GONE",
+    "RESTARTING",
+    "Knowledge",
+    "Origin",
+    "Read",
+    "TryAnswer",
+    "Verdict",
+    "may_cancel",
+    "may_cancel_on_kill",
+]
 
 #: Task-instance states from which no try runs again without a user's clear (which starts a new
 #: logical job): nothing waits on the job any more.
@@ -143,4 +160,92 @@ def _by_task_state(state: str | None) -> Verdict:
         False,
         f"the record is not readable by this try while its task instance lives on ({state}): a newer try "
         "holds it, or the record was deleted",
+    )
+
+
+@dataclass(frozen=True)
+class TryAnswer:
+    """What Airflow answered when a killed trigger asked about its task instance.
+
+    ``try_number`` (and ``ti_id``, where known) is the try the state is about, ``None`` where nothing
+    said; ``exists=False`` when Airflow knows no such task instance (its DAG run was deleted); ``error``
+    when there was no answer.
+    """
+
+    state: str | None = None
+    try_number: int | None = None
+    ti_id: str | None = None
+    exists: bool = True
+    error: str | None = None
+
+
+def may_cancel_on_kill(
+    my_try: int | None,
+    answer: TryAnswer,
+    *,
+    my_ti_id: str | None = None,
+    cancel_on_kill: bool = True,
+) -> Verdict:
+    """Whether a killed trigger cancels the job its try deferred on (only the owner cancels; a user's
+    mark ends the job).
+
+    ``my_try``/``my_ti_id``: the try that deferred (the trigger's own task instance), ``None`` if unknown;
+    ``answer``: what Airflow says about the task instance *now*. Unlike `may_cancel`'s "not found",
+    ``restarting`` keeps the job here: the trigger is not the try's process, and a try that runs (it
+    resumed and was cleared) ends its job itself, through its own ``on_kill`` or its successor's new epoch.
+    """
+
+    def cancel(why: str) -> Verdict:
+        if not cancel_on_kill:
+            return Verdict(False, f"{why}; cancel_on_kill=False leaves the job running (still tracked)")
+        return Verdict(True, why)
+
+    if answer.error is not None:
+        return Verdict(
+            False, f"no answer about the task instance ({answer.error}); its record keeps tracking the job"
+        )
+    if not answer.exists:
+        return cancel("the task instance is gone (its DAG run was deleted): no try will wait on the job")
+    state, theirs = answer.state, answer.try_number
+    if my_ti_id is not None and answer.ti_id is not None:
+        if answer.ti_id == my_ti_id:
+            theirs = my_try  # this very try
+        elif my_try is not None and theirs is not None and theirs <= my_try:
+            return cancel(
+                f"the task instance was re-created (another try {theirs} than this trigger's try {my_try}: "
+                "its DAG run was deleted and run again): no try will wait on the job"
+            )
+    known = my_try is not None and theirs is not None
+    if my_try is not None and theirs is not None and theirs > my_try:
+        return Verdict(
+            False,
+            f"superseded: try {theirs} ({state}) is newer than this trigger's try {my_try} and owns the "
+            "job (it reconnected to it, or as a new logical job ends it itself)",
+        )
+    if my_try is not None and theirs is not None and theirs < my_try:
+        return cancel(
+            f"the task instance was re-created (try {theirs} after this trigger's try {my_try}: its DAG "
+            "run was deleted and run again): no try will wait on the job"
+        )
+    about = f"try {my_try}" if known else "the task instance (which try is not known)"
+    if state in ENDED_STATES:
+        return cancel(f"{about} is {state}: a user ended it, nothing waits on the job")
+    if state == "deferred":
+        if known:
+            return Verdict(
+                False,
+                f"{about} is still deferred: this trigger was handed to another triggerer, not killed by a "
+                "user (apache/airflow#73454)",
+            )
+        return Verdict(False, f"{about} is deferred: a try waits on a job (this one or a newer one)")
+    if state is None or state == RESTARTING:
+        return Verdict(
+            False, f"{about} was cleared: the next try starts a new logical job and ends this job itself"
+        )
+    if state in ("up_for_retry", "up_for_reschedule"):
+        return Verdict(False, f"{about} is {state}: the next try reconnects to the job")
+    return Verdict(
+        False,
+        f"{about} is {state}: it resumed (the trigger fired on the triggerer that took it over) or runs "
+        "again, and decides itself",
     )

@@ -36,7 +36,12 @@ __all__ = [
     "TRIGGER_FAIL_METHOD",
     "TRIGGER_TIMEOUT",
     "aget_task_states",
+    "aget_xcom",
+    "aset_xcom",
     "get_task_states",
+    "triggerer_channel",
+    "trigger_task_portal",
+    "has_trigger_task_portal",
     "StateStore",
     "apply_defaults",
     "durable_span",
@@ -200,6 +205,74 @@ async def aget_task_states(dag_id: str, run_id: str, task_id: str, map_index: in
     key = task_id if map_index < 0 else f"{task_id}_{map_index}"
     state = result.task_states[run_id][key]
     return None if state is None else str(state)
+
+
+def triggerer_channel() -> Any:
+    """The supervisor channel a trigger can ``await`` on (``asend``): the trigger runner's in a triggerer
+    (a task process has one too, but runs no trigger), else ``None`` (``dag.test()`` runs a trigger with a
+    sync-only channel; no Airflow 3)."""
+    try:
+        from airflow.sdk.execution_time import task_runner  # Airflow >= 3.0
+    except ImportError:
+        return None
+    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    return comms if getattr(comms, "asend", None) is not None else None
+
+
+async def trigger_task_portal(wanted: bool) -> None:
+    """Give the current asyncio task greenback's portal when ``wanted`` (the task that started it had one).
+
+    Airflow 3's triggerer opens a portal in each trigger's task (``TriggerRunner.run_trigger``), so that a
+    trigger's sync SDK calls (``get_connection()``…) on the event loop's thread reach the supervisor; a
+    task that a trigger starts for its own work needs one too. Without greenback (Airflow 2), nothing."""
+    if not wanted:
+        return
+    import greenback  # an Airflow 3 triggerer dependency: `wanted` is only True where it was importable
+
+    await greenback.ensure_portal()
+
+
+def has_trigger_task_portal() -> bool:
+    """Whether the current asyncio task has greenback's portal (see `trigger_task_portal`)."""
+    try:
+        import greenback
+    except ImportError:
+        return False
+    return bool(greenback.has_portal())
+
+
+async def aset_xcom(dag_id: str, run_id: str, task_id: str, map_index: int, key: str, value: Any) -> None:
+    """Write one XCom of a task instance from a trigger, on the triggerer's channel (`triggerer_channel`).
+
+    ``value`` goes as JSON, past any custom XCom backend (a trigger's note to itself, not a result)."""
+    from airflow.sdk.execution_time.comms import SetXCom  # Airflow >= 3.0
+
+    channel = triggerer_channel()
+    if channel is None:
+        raise RuntimeError("no triggerer channel: not running in a trigger runner")
+    await channel.asend(
+        SetXCom(
+            key=key,
+            value=value,
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=task_id,
+            map_index=None if map_index < 0 else map_index,
+        )
+    )
+
+
+async def aget_xcom(dag_id: str, run_id: str, task_id: str, map_index: int, key: str) -> Any:
+    """Read one XCom of a task instance from a trigger (``None`` when there is none)."""
+    from airflow.sdk.execution_time.comms import GetXCom  # Airflow >= 3.0
+
+    channel = triggerer_channel()
+    if channel is None:
+        raise RuntimeError("no triggerer channel: not running in a trigger runner")
+    found = await channel.asend(
+        GetXCom(key=key, dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
+    )
+    return getattr(found, "value", None)
 
 
 #: The operator class that told this process durability is off (empty until one did). A set, so a test can

@@ -9,6 +9,7 @@ at another instant; a try whose process lives on (zombie) keeps its operator obj
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import inspect
 from typing import Any
@@ -288,23 +289,38 @@ _GONE = "<no task instance>"
 
 
 class _SupervisorComms:
-    """Airflow's supervisor channel as a trigger sees it: answers GetTaskStates."""
+    """Airflow's supervisor channel as a trigger sees it: answers GetTaskStates with ``state``, and keeps
+    the task instance's XComs (SetXCom, GetXCom) in ``xcoms``."""
 
     def __init__(self, state: str | None) -> None:
         self.state = state
+        self.xcoms: dict[str, Any] = {}
         self.asked: list[Any] = []
+        #: When set, the channel answers only once this event is set (a slow supervisor).
+        self.gate: asyncio.Event | None = None
 
     def send(self, message: Any) -> Any:
-        from airflow.sdk.execution_time.comms import TaskStatesResult
-
         self.asked.append(message)
+        return self._answer(message)
+
+    def _answer(self, message: Any) -> Any:
+        from airflow.sdk.execution_time.comms import GetXCom, SetXCom, TaskStatesResult, XComResult
+
+        if isinstance(message, SetXCom):
+            self.xcoms[message.key] = message.value
+            return None
+        if isinstance(message, GetXCom):
+            return XComResult(key=message.key, value=self.xcoms.get(message.key))
         if self.state == _GONE:
             return TaskStatesResult(task_states={})
         return TaskStatesResult(task_states={message.run_ids[0]: {message.task_ids[0]: self.state}})
 
     async def asend(self, message: Any) -> Any:
         # The triggerer's channel: what a trigger's on_kill uses on its event loop.
-        return self.send(message)
+        self.asked.append(message)
+        if self.gate is not None:
+            await self.gate.wait()
+        return self._answer(message)
 
 
 @pytest.mark.parametrize(
@@ -346,6 +362,95 @@ def test_the_trigger_cancels_on_kill_only_when_no_try_waits_on_the_job(
     else:
         # A try of the task runs (again) and owns the job: cancelling would end what it waits on.
         assert state_of(case, emulator, job) != case.cancelled
+
+
+#: The try that deferred, as the triggerer hands it to the trigger (``self.task_instance``).
+_MY_TI = {"id": "01a2449e-0000-7000-8000-000000000001", "try_number": 1}
+
+
+def _owned_trigger(case: SystemCase, emulator: Any, comms: _SupervisorComms, monkeypatch: Any) -> Any:
+    """Try 1 deferred: its trigger as the triggerer rebuilds and starts it (the note written), with
+    ``comms`` as the triggerer's channel from then on."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time import task_runner
+
+    from airflow_durable.triggers.owned import DurableOwnedTrigger
+
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, True)
+    _, deferred = _deferral(case, emulator, runner)
+    _, kwargs = deferred.trigger.serialize()
+    rebuilt = DurableOwnedTrigger(**kwargs)
+    rebuilt.task_instance = SimpleNamespace(task_id=kwargs["task_id"], **_MY_TI)
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
+    asyncio.run(rebuilt._note_try())  # what run() starts in the background on a triggerer
+    return rebuilt
+
+
+@pytest.mark.parametrize(
+    ("state", "note", "cancels"),
+    [
+        ("failed", "mine", True),  # a user marked this trigger's own try
+        ("deferred", "mine", False),  # this try, still deferred: the trigger moved to another triggerer
+        # issue 22: marked failed, cleared, and try 2 deferred before the answer came: the answer is
+        # about try 2, which owns the job's fate (a new logical job ends it itself)
+        ("deferred", {"ti_id": "01a2449e-0000-7000-8000-000000000002", "try_number": 2}, False),
+        ("failed", {"ti_id": "01a2449e-0000-7000-8000-000000000002", "try_number": 2}, False),
+        ("failed", None, False),  # try 2's task process cleared try 1's note as it started
+        # another task instance's try 1: the DAG run was deleted and run again
+        ("deferred", {"ti_id": "01a2449e-0000-7000-8000-000000000003", "try_number": 1}, True),
+    ],
+    ids=[
+        "own-try-marked",
+        "own-try-deferred",
+        "newer-try-deferred",
+        "newer-try-marked",
+        "newer-try-started",
+        "run-re-created",
+    ],
+)
+def test_the_trigger_decides_by_the_try_the_answer_is_about(
+    case, emulator, state, note, cancels, monkeypatch
+):
+    from airflow_durable.triggers.owned import TRY_NOTE_KEY
+
+    comms = _SupervisorComms(state)
+    trigger = _owned_trigger(case, emulator, comms, monkeypatch)
+    assert comms.xcoms[TRY_NOTE_KEY] == {"ti_id": _MY_TI["id"], "try_number": 1}
+    if note is None:
+        comms.xcoms.clear()
+    elif note != "mine":
+        comms.xcoms[TRY_NOTE_KEY] = note
+    asyncio.run(trigger.on_kill())
+    (job,) = job_ids(case, emulator)
+    assert (state_of(case, emulator, job) == case.cancelled) is cancels
+
+
+def test_a_mark_cancels_the_job_although_airflow_cancels_on_kill_again(case, emulator, monkeypatch):
+    """Airflow's triggerer cancels a killed trigger's task again on every runner loop until it is done
+    (``TriggerRunner.cancel_triggers``): an answer slower than one loop must still lead to the cancel."""
+    comms = _SupervisorComms("failed")
+    trigger = _owned_trigger(case, emulator, comms, monkeypatch)
+    (job,) = job_ids(case, emulator)
+
+    async def killed_twice() -> None:
+        comms.gate = asyncio.Event()
+        asked = len(comms.asked)
+        on_kill = asyncio.ensure_future(trigger.on_kill())
+        while len(comms.asked) == asked:  # on_kill has asked, the supervisor has not answered yet
+            await asyncio.sleep(0.01)
+        on_kill.cancel()  # the triggerer's next loop
+        with contextlib.suppress(asyncio.CancelledError):
+            await on_kill
+        comms.gate.set()  # the answer comes after all
+        for _ in range(400):
+            if state_of(case, emulator, job) == case.cancelled:
+                return
+            await asyncio.sleep(0.05)
+
+    asyncio.run(killed_twice())
+    assert state_of(case, emulator, job) == case.cancelled
 
 
 def test_the_trigger_leaves_the_job_running_when_cancel_on_kill_is_false(case, emulator, monkeypatch):

@@ -10,6 +10,8 @@ engine's question about the task instance's state (``airflow_task_states``).
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 import threading
 import types
 from typing import Any
@@ -186,6 +188,37 @@ def test_a_kill_inside_the_submit_persist_window_cancels_the_job_the_try_created
         thread.join(60)
 
 
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_try_killed_before_it_submits_submits_nothing(case, emulator, deferrable):
+    """The user clears (or marks) a running task before its try submitted: the heartbeat's SIGTERM runs
+    on_kill (nothing to cancel yet), and Airflow's task runner lets the main thread go on until the SIGKILL.
+    That try must not submit: it could neither store the job's id (its task-instance id is superseded) nor
+    cancel it, and the next try starts a new logical job that never learns of it."""
+    runner = runner_for(case, emulator, deferrable)
+    reached, release = runner.store.hold_when(record_state("submitting"))
+    operator, context = runner.start_try()
+    errors: list[BaseException] = []
+
+    def execute() -> None:
+        try:
+            operator.execute(context)
+        except BaseException as err:  # noqa: BLE001 - the test inspects it
+            errors.append(err)
+
+    thread = threading.Thread(target=execute)
+    thread.start()
+    try:
+        assert reached.wait(60)
+        # SIGTERM while the intent write is in flight (the provider's own on_kill may raise with no job:
+        # Batch terminates job_id None; that is upstream's, not the point here).
+        _swallow(operator.on_kill)
+    finally:
+        release.set()
+        thread.join(60)
+    assert job_ids(case, emulator) == []
+    assert len(errors) == 1 and "not submitting" in str(errors[0]), errors
+
+
 def test_a_kill_that_interrupts_a_call_to_airflow_does_not_wait_on_it(case, emulator, monkeypatch):
     """SIGTERM runs on_kill on the main thread, possibly inside a store call whose channel lock it then
     holds (Airflow's comms lock is not re-entrant): on_kill must not call Airflow again (it would hang until
@@ -286,6 +319,33 @@ def test_a_clear_whose_cancel_fails_keeps_the_old_job_until_it_is_known_ended(ca
     runner.clear()
     assert runner.run_try().state == "success"
     assert "unended" not in runner.store.data[case.external_id_key]
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_clear_whose_old_job_cannot_be_read_still_cancels_it(case, emulator, deferrable):
+    """The user clears a task whose job runs; the new try cannot read the old job's status (the API fails
+    past the hook's retries). Unknown counts as active: the old job is cancelled, not left running beside
+    the new logical job's, and the record keeps its id until a later try sees it ended."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    runner.clear()
+
+    def a_read_of_the_old_job(request: Any) -> bool:
+        words = re.findall(r"[\w-]+", request.path + json.dumps(request.params, default=str))
+        return case.cancel_path not in request.path and str(old) in words
+
+    # As many failures as the hook's retries take to give up: the engine's read of the old job fails.
+    gives_up = case.status_errors_to_give_up_sync or case.status_errors_to_give_up
+    emulator.faults.add(status=case.transient_status, times=gives_up, predicate=a_read_of_the_old_job)
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert cancelled(case, emulator, old)
+    assert len(job_ids(case, emulator)) == 2
+    record = runner.store.data[case.external_id_key]
+    assert [entry["external_id"] for entry in record.get("unended", [])] == [case.stored_id(old)], record
 
 
 # --------------------------------------------------------------------------- the schema, once

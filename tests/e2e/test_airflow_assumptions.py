@@ -6,7 +6,11 @@ changing: this is where it shows.
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +39,86 @@ def test_an_older_try_cannot_touch_the_state_store_once_a_newer_try_began(
     # ...and the newer try still reads what the older one wrote in its turn.
     assert seen["new_get"] == "written by try 1"
     assert found["state"].endswith("success")
+
+
+#: Three trigger rows through Airflow's own model on the DB at ``argv[1]``: A, then B (the newest), B
+#: deleted (what ``Trigger.clean_unused`` does once no deferred task instance references it), then C.
+#: ``argv[2] == "create"``: the tables first, as ``airflow db migrate`` creates them on an empty DB
+#: (``_create_db_from_orm``). Nothing is kept: the transaction rolls back.
+_TRIGGER_ID_PROBE = """
+import json, sys
+from sqlalchemy import create_engine, delete
+from sqlalchemy.orm import Session
+from airflow.models.team import Team
+from airflow.models.trigger import Trigger
+
+engine = create_engine(sys.argv[1])
+if sys.argv[2] == "create":
+    Trigger.metadata.create_all(engine, tables=[Team.__table__, Trigger.__table__])
+with Session(engine) as session:
+    ids = {}
+    for name in ("a", "b"):
+        row = Trigger(classpath="tests.e2e.Probe", kwargs={})
+        session.add(row)
+        session.flush()
+        ids[name] = row.id
+    session.execute(delete(Trigger).where(Trigger.id == ids["b"]))
+    row = Trigger(classpath="tests.e2e.Probe", kwargs={})
+    session.add(row)
+    session.flush()
+    ids["c"] = row.id
+    session.rollback()
+ddl = ""
+if engine.dialect.name == "sqlite":
+    with engine.connect() as conn:
+        ddl = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = 'trigger'").scalar()
+print("TRIGGER_IDS " + json.dumps({**ids, "ddl": ddl}))
+"""
+
+
+def _trigger_ids(env: dict[str, str], url: str, create: bool) -> dict[str, Any]:
+    (found,), _ = summaries(
+        [sys.executable, "-c", _TRIGGER_ID_PROBE, url, "create" if create else "migrated"],
+        env,
+        "TRIGGER_IDS ",
+        expected=1,
+    )
+    return found
+
+
+def test_sqlite_gives_a_new_trigger_the_id_of_the_newest_deleted_one(airflow_home: dict[str, str]) -> None:
+    """Issue 22 (A): ``Trigger.id`` is an ``Integer`` primary key, on SQLite a rowid without
+    AUTOINCREMENT, so the next row takes max(id)+1: a deferral right after ``clean_unused`` deleted the
+    newest trigger gets that trigger's id. A triggerer still running the old trigger under that id
+    (``update_triggers`` counts it as known) never starts the new one, and the old one's event reaches
+    the new deferral (``Trigger.submit_event`` selects the deferred task instances by trigger id)."""
+    found = _trigger_ids(airflow_home, airflow_home["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"], create=False)
+    assert "AUTOINCREMENT" not in found["ddl"].upper(), found["ddl"]
+    assert found["b"] == found["a"] + 1
+    assert found["c"] == found["b"], f"SQLite no longer reuses the newest deleted trigger id: {found}"
+
+
+def test_postgresql_never_reuses_a_trigger_id(airflow_home: dict[str, str]) -> None:
+    """The same rows on PostgreSQL: the id comes from a sequence, so a new trigger never takes a deleted
+    one's id (the race of the test above cannot happen there)."""
+    from airflow_durable.demo.deployment import DeploymentError, PostgresServer
+
+    # Not pytest's tmp_path: run as root, the cluster belongs to the postgres user, who cannot traverse
+    # pytest's private base directory.
+    root = Path(tempfile.mkdtemp(prefix="afd-assume-pg-"))
+    server = PostgresServer(root)
+    try:
+        try:
+            server.start()
+        except DeploymentError as err:
+            if "no `initdb` executable" in str(err):
+                pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
+            raise
+        found = _trigger_ids(airflow_home, server.url, create=True)
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    assert found["c"] == found["b"] + 1, found
 
 
 @pytest.mark.parametrize(("state", "marked"), [("restarting", True), ("running", False)])

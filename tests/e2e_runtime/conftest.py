@@ -15,7 +15,8 @@ class _Summaries:
 
         section = f"real-runtime scenarios (Airflow {airflow.__version__})"
         if "submissions" not in s:
-            record(section, f"{s['scenario']:<28} {s['seconds']:6.1f}s")
+            extra = {k: v for k, v in s.items() if k not in ("scenario", "seconds")}
+            record(section, f"{s['scenario']:<28} {s['seconds']:6.1f}s {extra or ''}".rstrip())
             return
         shown = ("scenario", "operator", "submissions", "tries", "seconds")
         extra = {k: v for k, v in s.items() if k not in shown}

@@ -1,7 +1,7 @@
-"""``Deployment.paused`` against a private PostgreSQL server: it stops a component only between its
-DB transactions, so a stalled component never holds the row locks the others wait on (the logical-job
-scenarios stall the triggerer this way). No Airflow components: a small psycopg2 client stands in for
-one. Needs the PostgreSQL binaries (``.ci/run`` installs them)."""
+"""``Deployment.paused`` against a private PostgreSQL server, and on SQLite: it stops a component only
+between its DB transactions, so a stalled component never holds the locks the others wait on (the
+logical-job scenarios stall the triggerer this way). No Airflow components: a small DB client stands in
+for one. The PostgreSQL cases need its binaries (``.ci/run`` installs them)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,11 @@ import pytest
 
 from airflow_durable.demo.deployment import Deployment, DeploymentError
 
-pytestmark = [
-    pytest.mark.runtime,
-    pytest.mark.skipif(
-        not (glob.glob("/usr/lib/postgresql/*/bin/initdb") or shutil.which("initdb")),
-        reason="needs the PostgreSQL server binaries (apt-get install -y postgresql)",
-    ),
-]
+pytestmark = pytest.mark.runtime
+needs_postgres = pytest.mark.skipif(
+    not (glob.glob("/usr/lib/postgresql/*/bin/initdb") or shutil.which("initdb")),
+    reason="needs the PostgreSQL server binaries (apt-get install -y postgresql)",
+)
 
 #: A component that is inside a transaction ``busy`` of every ``busy + idle`` seconds.
 CLIENT = """
@@ -37,11 +35,28 @@ while True:
 """
 
 
+#: The same on SQLite: the write lock held ``busy`` of every ``busy + idle`` seconds.
+SQLITE_CLIENT = """
+import sqlite3, sys, time
+busy, idle = float(sys.argv[1]), float(sys.argv[2])
+conn = sqlite3.connect(sys.argv[3], timeout=30, isolation_level=None)
+conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
+while True:
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("INSERT INTO t VALUES (1)")
+    time.sleep(busy)
+    conn.execute("COMMIT")
+    time.sleep(idle)
+"""
+
+
 class _ClientDeployment(Deployment):
     """A deployment whose components ``busy-<b>-<i>`` are the client above (busy ``b``, idle ``i``)."""
 
     def _command(self, component: str) -> list[str]:
         _, busy, idle = component.split("-")
+        if self.postgres is None:
+            return [sys.executable, "-c", SQLITE_CLIENT, busy, idle, str(self.db_path)]
         return [sys.executable, "-c", CLIENT, busy, idle]
 
 
@@ -58,6 +73,32 @@ def dep() -> Iterator[_ClientDeployment]:
     assert d.stray_pids() == []
 
 
+@pytest.fixture
+def sqlite_dep() -> Iterator[_ClientDeployment]:
+    d = _ClientDeployment(database="sqlite", home_prefix="afd-pause-")
+    try:
+        yield d
+    finally:
+        d.stop(grace=5)
+    assert d.stray_pids() == []
+
+
+def test_paused_on_sqlite_stops_a_component_only_when_it_holds_no_write_lock(
+    sqlite_dep: _ClientDeployment,
+) -> None:
+    component = "busy-0.2-0.05"  # holds the write lock 80% of the time
+    sqlite_dep.start_component(component)
+    sqlite_dep.wait_for(lambda: sqlite_dep._sqlite_write_locked(), 30, f"{component} writing")
+    stops = []
+    for _ in range(6):
+        with sqlite_dep.paused(component) as attempts:
+            stops.append(attempts)
+            assert not sqlite_dep._sqlite_write_locked(), f"stopped holding the lock after {attempts} stop(s)"
+            states = [_proc_state(pid) for pid in sqlite_dep.session_pids(component)]
+            assert states and set(states) == {"T"}, states
+    assert max(stops) > 1, stops
+
+
 def _connected(d: Deployment, component: str) -> None:
     sql = "SELECT count(*) FROM pg_stat_activity WHERE application_name = ?"
     d.wait_for(
@@ -67,6 +108,7 @@ def _connected(d: Deployment, component: str) -> None:
     )
 
 
+@needs_postgres
 def test_paused_stops_a_component_only_between_its_transactions(dep: _ClientDeployment) -> None:
     component = "busy-0.2-0.05"  # in a transaction 80% of the time
     dep.start_component(component)
@@ -87,6 +129,7 @@ def test_paused_stops_a_component_only_between_its_transactions(dep: _ClientDepl
     assert max(stops) > 1, stops
 
 
+@needs_postgres
 def test_paused_gives_up_on_a_component_that_never_leaves_its_transaction(dep: _ClientDeployment) -> None:
     component = "busy-3600-0"
     dep.start_component(component)

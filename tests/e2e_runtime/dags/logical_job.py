@@ -34,6 +34,11 @@ SPECS: dict[str, dict[str, Any]] = {
     "lj_clear_deferred_upstream": {"upstream": True},
     "lj_mark_running": {},
     "lj_mark_finished": {},
+    # issue 22 (A): clear while deferred on SQLite, where the new trigger can take the old one's id
+    **{f"lj_trigger_id_{i}": {} for i in range(4)},
+    # issue 22 (C): a mark failed while deferred, timed from the user's request to the job's cancel
+    "lj_mark_failed_first": {},
+    "lj_mark_failed_later": {},
     # 3. only the owner cancels
     "lj_zombie_sync": {"deferrable": False, "retries": 1},
     "lj_zombie_sync_upstream": {"upstream": True, "deferrable": False, "retries": 1},

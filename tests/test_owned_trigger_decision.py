@@ -1,0 +1,101 @@
+"""The owned trigger's kill policy (`may_cancel_on_kill`, beside `may_cancel` in the ownership module),
+one case per answer Airflow can give.
+
+Pure: what the trigger knows (the try that deferred, ``cancel_on_kill``) and what Airflow answered (the
+task instance's state now, the try that state is about, or no such task instance). The I/O around it is
+exercised per system in ``tests/conformance/test_logical_job.py`` and on a real triggerer in
+``tests/e2e_runtime/test_logical_job.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_durable.engine.ownership import TryAnswer, may_cancel_on_kill
+
+CANCEL, KEEP = True, False
+
+
+@pytest.mark.parametrize(
+    ("my_try", "answer", "expected", "why"),
+    [
+        # -- the answer is about this trigger's own try
+        (1, TryAnswer("success", 1), CANCEL, "a user ended it"),
+        (1, TryAnswer("failed", 1), CANCEL, "a user ended it"),
+        (1, TryAnswer("skipped", 1), CANCEL, "a user ended it"),
+        (1, TryAnswer("upstream_failed", 1), CANCEL, "a user ended it"),
+        (1, TryAnswer("removed", 1), CANCEL, "a user ended it"),
+        (1, TryAnswer("deferred", 1), KEEP, "handed to another triggerer"),
+        (1, TryAnswer("scheduled", 1), KEEP, "resumed"),
+        (1, TryAnswer("queued", 1), KEEP, "resumed"),
+        (1, TryAnswer("running", 1), KEEP, "resumed"),
+        (1, TryAnswer(None, 1), KEEP, "cleared"),
+        (1, TryAnswer("restarting", 1), KEEP, "cleared"),
+        (1, TryAnswer("up_for_retry", 1), KEEP, "reconnects"),
+        (1, TryAnswer("up_for_reschedule", 1), KEEP, "reconnects"),
+        # -- about a newer try: it owns the job, whatever its state (issue 22: the late "deferred")
+        (1, TryAnswer("deferred", 2), KEEP, "superseded"),
+        (1, TryAnswer("running", 2), KEEP, "superseded"),
+        (1, TryAnswer("failed", 2), KEEP, "superseded"),
+        (1, TryAnswer("success", 3), KEEP, "superseded"),
+        # -- about an older try number: the DAG run was deleted and run again
+        (2, TryAnswer("deferred", 1), CANCEL, "re-created"),
+        # -- Airflow knows no such task instance
+        (1, TryAnswer(exists=False), CANCEL, "gone"),
+        (None, TryAnswer(exists=False), CANCEL, "gone"),
+        # -- no answer at all: the record keeps tracking the job
+        (1, TryAnswer(error="TimeoutError: "), KEEP, "no answer"),
+        # -- Airflow did not say which try (or the trigger does not know its own): the state alone,
+        #    cancelling only where no try of any number waits on a job
+        (1, TryAnswer("failed", None), CANCEL, "which try is not known"),
+        (None, TryAnswer("success", 4), CANCEL, "which try is not known"),
+        (1, TryAnswer("deferred", None), KEEP, "a try waits on a job"),
+        (None, TryAnswer("deferred", 2), KEEP, "a try waits on a job"),
+        (1, TryAnswer("queued", None), KEEP, "decides itself"),
+        (1, TryAnswer(None, None), KEEP, "cleared"),
+        (1, TryAnswer("up_for_retry", None), KEEP, "reconnects"),
+    ],
+)
+def test_may_cancel_on_kill(my_try: int | None, answer: TryAnswer, expected: bool, why: str) -> None:
+    decision = may_cancel_on_kill(my_try, answer)
+    assert decision.allowed is expected, decision
+    assert why in decision.reason, decision
+
+
+MINE, OTHER = "01a2-mine", "01a2-other"
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected", "why"),
+    [
+        # the note names this very task instance: the state is about this try
+        (TryAnswer("failed", 1, ti_id=MINE), CANCEL, "try 1 is failed"),
+        (TryAnswer("deferred", 1, ti_id=MINE), KEEP, "handed to another triggerer"),
+        # another task instance with a newer try: superseded
+        (TryAnswer("deferred", 2, ti_id=OTHER), KEEP, "superseded"),
+        # another task instance with the same (or an older) try number: the DAG run was re-created
+        (TryAnswer("deferred", 1, ti_id=OTHER), CANCEL, "re-created"),
+        (TryAnswer("running", 1, ti_id=OTHER), CANCEL, "re-created"),
+    ],
+)
+def test_may_cancel_on_kill_by_task_instance_id(answer: TryAnswer, expected: bool, why: str) -> None:
+    decision = may_cancel_on_kill(1, answer, my_ti_id=MINE)
+    assert decision.allowed is expected, decision
+    assert why in decision.reason, decision
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [TryAnswer("failed", 1), TryAnswer("success", None), TryAnswer(exists=False), TryAnswer("deferred", 0)],
+    ids=["marked", "marked-unknown-try", "gone", "re-created"],
+)
+def test_cancel_on_kill_false_never_cancels_and_says_so(answer: TryAnswer) -> None:
+    decision = may_cancel_on_kill(1, answer, cancel_on_kill=False)
+    assert decision.allowed is False
+    assert "cancel_on_kill=False" in decision.reason
+
+
+def test_a_decision_that_keeps_the_job_never_mentions_cancel_on_kill() -> None:
+    # cancel_on_kill only matters where the policy would cancel.
+    decision = may_cancel_on_kill(1, TryAnswer("deferred", 1), cancel_on_kill=False)
+    assert decision.allowed is False and "cancel_on_kill" not in decision.reason
