@@ -83,12 +83,9 @@ _N8 = (
 KNOWN_VIOLATIONS: dict[str, str] = {
     "2:waits-on-older-lj-after-clear-of-deferred": _N8,
     "5:old-job-left-running-named-after-clear-of-deferred": _N8,
-    "3:unnamed-by-clear_on_success-holder-left-it-trigger-on-kill-never-ran": _N1,
     "3:never-recorded-creator-ended-failed": _N6,
-    "5:old-job-left-running-named-after-*": _N7,
     "5:mark-then-clear-running-on-kill-left-job": _N4,
     "3:never-recorded-creator-sigtermed": _N5,
-    "5:old-job-survives-clear-of-running-live-worker": _N5,
     "2:waits-on-older-lj-after-record-deleted-*": _N3,
     "2:result-of-older-lj-after-record-deleted-*": _N3,
     # clear_on_success deleted the record at success; the clear (reset_dag_runs=false) kept the salt.
@@ -99,14 +96,6 @@ KNOWN_VIOLATIONS: dict[str, str] = {
         "the token and finds the job, but with no retry left (or a mark meanwhile) the job runs on, named by "
         "nothing the orphans tool reads. The try could resend the same token at once (idempotent), or look "
         "it up, before giving up"
-    ),
-    "5:mark-deferred-trigger-on-kill-never-ran": _N1,
-    "3:unnamed-by-run-deleted-holder-left-it-trigger-on-kill-never-ran": _N1,
-    "5:mark-deferred-trigger-left-job": (
-        "finding 11, the owned trigger decides on a slow, ambiguous answer: marked failed while deferred, "
-        "the trigger's on_kill asks the task's state; a clear lands first, the answer says a try will run, "
-        "and the trigger cancels nothing. Addressed in airflow_durable/triggers/owned.py on branch runtime "
-        "(the kill is decided by which try the answer is about): remove this entry when that lands"
     ),
 }
 
