@@ -231,15 +231,17 @@ class ModelComms:
         if name == "MaskSecret":
             return None
         actor = self.coop.current
-        if name in ("SetXCom", "GetXCom", "DeleteXCom"):
-            if actor is not None and actor.dead:
-                raise WorkerCrash(f"{actor.name} is dead")
-            return self._xcom(msg, actor)
+        # Every call parks before it takes effect, XComs too: a triggerer's first channel call takes
+        # seconds (its supervisor builds the execution API), so a user may act while the owned trigger's
+        # try note (``SetXCom``) is in flight, or while a new try clears the XComs (``DeleteXCom``).
         kinds = {
             "GetTaskStateStore": "store_get",
             "SetTaskStateStore": "store_set",
             "DeleteTaskStateStore": "store_delete",
             "GetTaskStates": "task_states",
+            "SetXCom": "xcom_set",
+            "GetXCom": "xcom_get",
+            "DeleteXCom": "xcom_delete",
         }
         kind = kinds.get(name)
         if kind is None:
@@ -265,6 +267,8 @@ class ModelComms:
 
         if kind == "task_states":
             return self._task_states(msg)
+        if kind.startswith("xcom_"):
+            return self._xcom(msg, actor)
         op = kind.removeprefix("store_")
         if self.faults.get(op if op != "delete" else "set", 0) > 0:
             self.faults[op if op != "delete" else "set"] -= 1

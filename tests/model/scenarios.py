@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from airflow_durable.triggers.owned import TRY_NOTE_KEY
 from tests.model import airflow_side as af
-from tests.model.world import Process, TriggerInstance, World
+from tests.model.world import COMMS_KINDS, Process, TriggerInstance, World
 
 LIMIT = 400
 
@@ -314,13 +315,23 @@ def mark_failed_while_up_for_retry(world: World) -> None:
     return None
 
 
-def slow_answer_after_mark(world: World) -> str:
-    """Finding 11: the user marks a deferred task failed; the trigger's ``on_kill`` asks the task's state,
-    and before the answer comes the user clears the task: the answer ("none") says a try will run, and
-    the trigger cancels nothing although the mark ended the logical job."""
+def _slow_answer_after_mark(world: World, note_first: bool) -> str:
     p1 = start(world)
     until_exit(world, p1)
     sync_all(world)
+    if note_first:
+        instance = next(i for i in world.instances if i.row.serial == 1)
+        run_until(
+            world,
+            lambda: instance.actor,
+            lambda: (
+                TRY_NOTE_KEY in world.db.xcom
+                and instance.actor is not None
+                and instance.actor.parked is not None
+                and instance.actor.parked.kind not in COMMS_KINDS
+            ),
+            f"{instance.name} noted its try",
+        )
     act(world, "mark", "user marks the task failed (deferred)", lambda: world.mark(af.FAILED))
     act(world, "clean_unused_triggers", "clean unused triggers", world.clean_unused)
     sync_all(world)  # the row is gone: cancel with the user-action message → on_kill → GetTaskStates
@@ -330,6 +341,21 @@ def slow_answer_after_mark(world: World) -> str:
     act(world, "clear", "user clears the task (failed)", world.clear)
     fire(world, instance)
     return "5:mark-deferred-trigger-left-job"
+
+
+def slow_answer_after_mark(world: World) -> str:
+    """Finding 11: the trigger has noted its try (``airflow_durable.deferred_try``); the user marks the
+    deferred task failed; the trigger's ``on_kill`` asks the task's state, and before the answer comes the
+    user clears the task: the answer ("none", about its own try: the note is still its own, no try started)
+    says a try will run, and the trigger cancels nothing although the mark ended the logical job."""
+    return _slow_answer_after_mark(world, note_first=True)
+
+
+def slow_answer_after_mark_note_in_flight(world: World) -> str:
+    """Finding 11 with the kill landing while the trigger's note (``SetXCom``, a triggerer's first channel
+    call: seconds) is still in flight: the supervisor answers in order, so the note is written before the
+    runner learns of the cancel, and ``on_kill``'s questions come after it; the rest as above."""
+    return _slow_answer_after_mark(world, note_first=False)
 
 
 # ---------------------------------------------------------------------------- open on the fixed engine
@@ -444,6 +470,10 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     "lost_id_when_cancel_fails": (lost_id_when_cancel_fails, {"retries": 1}),
     "mark_failed_while_up_for_retry": (mark_failed_while_up_for_retry, {"retries": 1}),
     "slow_answer_after_mark": (slow_answer_after_mark, {"deferrable": True, "retries": 0}),
+    "slow_answer_after_mark_note_in_flight": (
+        slow_answer_after_mark_note_in_flight,
+        {"deferrable": True, "retries": 0},
+    ),
     "record_deleted_then_retry": (record_deleted_then_retry, {"retries": 1}),
     "mark_then_clear_before_sigterm": (mark_then_clear_before_sigterm, {"deferrable": False, "retries": 0}),
     "sigtermed_try_submits": (sigtermed_try_submits, {"deferrable": False, "retries": 1}),

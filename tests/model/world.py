@@ -56,7 +56,9 @@ from tests.model.systems import (
 
 log = logging.getLogger(__name__)
 
-COMMS_KINDS = frozenset({"store_get", "store_set", "store_delete", "task_states"})
+COMMS_KINDS = frozenset(
+    {"store_get", "store_set", "store_delete", "task_states", "xcom_set", "xcom_get", "xcom_delete"}
+)
 _USER_ACTION = "__airflow_user_action__"  # airflow.jobs.triggerer_job_runner._USER_ACTION_CANCEL_MSG
 _SHUTDOWN = "model: triggerer killed"
 
@@ -133,6 +135,8 @@ class TriggerInstance:
     actor: Actor | None = None
     loop: asyncio.AbstractEventLoop | None = None
     task: asyncio.Task[Any] | None = None
+    #: The task playing the triggerer's loop for it (`World._triggerer_loop`): outlives ``task``.
+    root: asyncio.Task[Any] | None = None
     events: int = 0
     raised: BaseException | None = None
     timed_out: bool = False
@@ -440,9 +444,12 @@ class World:
 
     def start_try(self) -> Process | None:
         """``ti_run`` (``airflow.api_fastapi.execution_api.routes.task_instances.ti_run``): QUEUED → RUNNING,
-        the TIRunContext (dag run, ``max_tries``, ``should_retry``, ``next_method``/``next_kwargs``), XComs
-        of a fresh try cleared; then the task runner parses the DAG (the operator has the DAG's current
-        ``retries``) and calls ``execute`` or ``resume_execution`` (``task_runner._execute_task``)."""
+        the TIRunContext (dag run, ``max_tries``, ``should_retry``, ``next_method``/``next_kwargs``, and for
+        a fresh try, not a resumed deferral, ``xcom_keys_to_clear``: the keys of the task instance's XComs,
+        ``if not ti.next_method``); then the task runner parses the DAG (the operator has the DAG's current
+        ``retries``), deletes those XComs through the channel (``task_runner.run``: ``XCom.delete`` of each
+        key, before anything else) and calls ``execute`` or ``resume_execution``
+        (``task_runner._execute_task``)."""
         from airflow.sdk.api.datamodels._generated import TIRunContext
         from airflow.sdk.execution_time.context import TaskStateStoreAccessor
         from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
@@ -452,9 +459,10 @@ class World:
             return None
         previous = ti.state
         resuming = ti.next_method is not None
+        xcom_keys_to_clear: list[str] = []
         if not resuming:
             ti.start_date = af.tick()
-            self.db.xcom.clear()
+            xcom_keys_to_clear = sorted(self.db.xcom)
         ti.state = af.RUNNING
         pid = next(self._pids)
         ti.pid = pid
@@ -482,6 +490,7 @@ class World:
             next_method=ti.next_method,
             next_kwargs=ti.next_kwargs,
             start_date=ti.start_date if resuming else None,
+            xcom_keys_to_clear=xcom_keys_to_clear,
         )
         rti = RuntimeTaskInstance.model_construct(
             id=ti.id,
@@ -508,6 +517,10 @@ class World:
         }
 
         def body() -> Any:
+            from airflow.sdk.execution_time.xcom import XCom
+
+            for key in context_from_server.xcom_keys_to_clear:
+                XCom.delete(key=key, dag_id=af.DAG_ID, task_id=af.TASK_ID, run_id=af.RUN_ID, map_index=-1)
             if process.next_method is not None:
                 result = operator.resume_execution(process.next_method, process.next_kwargs, context)
             else:
@@ -775,9 +788,8 @@ class World:
         instance.loop = loop
         asyncio.set_event_loop(loop)
         try:
-            instance.task = loop.create_task(self._run_trigger(instance))
             with contextlib.suppress(asyncio.CancelledError):
-                loop.run_until_complete(instance.task)
+                loop.run_until_complete(self._triggerer_loop(instance))
         finally:
             with contextlib.suppress(Exception):
                 loop.run_until_complete(loop.shutdown_asyncgens())
@@ -786,18 +798,36 @@ class World:
                 loop.run_until_complete(loop.shutdown_default_executor())
             loop.close()
 
-    async def _run_trigger(self, instance: TriggerInstance) -> None:
-        """``TriggerRunner.run_trigger``: iterate the trigger's events into the triggerer's outbound queue;
-        cancelled with the user-action message → ``await trigger.on_kill()`` (not if it timed out); always
-        ``trigger.cleanup()``."""
+    async def _triggerer_loop(self, instance: TriggerInstance) -> None:
+        """The triggerer's event loop, as far as one trigger goes: ``TriggerRunner.run`` runs ``arun`` with
+        ``asyncio.run``, one loop for the triggerer's life, and each trigger is a task on it
+        (``create_triggers`` → ``run_trigger``). When that task ends, ``cleanup_finished_triggers`` drops it,
+        but the loop runs on, and so do the tasks the trigger started: the owned trigger's note
+        (``_note_try``) and its shielded ``on_kill`` work (``_kill``), which outlives the re-cancel
+        ``cancel_triggers`` sends the trigger's task on every runner loop. So the actor stays live (it
+        parks, and it knows the trigger's jobs) until none of the tasks its trigger started is left; a
+        killed triggerer (`_kill_instance`) stops them all."""
         from asgiref.sync import ThreadSensitiveContext
 
         # asgiref runs thread-sensitive sync_to_async calls on one process-wide thread; each triggerer is
         # a process of its own, so each trigger here gets its own (one parked trigger must not block another).
+        # Entered around the background tasks too: they inherit it, and must not outlive it.
+        instance.root = asyncio.current_task()
         async with ThreadSensitiveContext():
-            await self._run_trigger_body(instance)
+            instance.task = asyncio.get_running_loop().create_task(self._run_trigger(instance))
+            await asyncio.wait({instance.task})
+            me = asyncio.current_task()
+            while pending := [t for t in asyncio.all_tasks() if t is not me and not t.done()]:
+                await asyncio.wait(pending)
+        # The triggerer ran the trigger's on_kill to its end: the shielded work included.
+        instance.on_kill_done = instance.in_on_kill and not (
+            instance.actor is not None and instance.actor.dead
+        )
 
-    async def _run_trigger_body(self, instance: TriggerInstance) -> None:
+    async def _run_trigger(self, instance: TriggerInstance) -> None:
+        """``TriggerRunner.run_trigger``: iterate the trigger's events into the triggerer's outbound queue;
+        cancelled with the user-action message → ``await trigger.on_kill()`` (not if it timed out); always
+        ``trigger.cleanup()``."""
         trigger = instance.trigger
         try:
             async for event in trigger.run():
@@ -812,8 +842,6 @@ class World:
                     await trigger.on_kill()
                 except Exception as kill_err:  # "on_kill() raised an exception"
                     log.info("on_kill raised: %s", kill_err)
-                finally:
-                    instance.on_kill_done = True
             raise
         except Exception as err:
             instance.raised = err
@@ -822,14 +850,36 @@ class World:
                 await trigger.cleanup()
 
     def _cancel_instance(self, instance: TriggerInstance, user_action: bool) -> None:
-        """``TriggerRunner.cancel_triggers``: ``task.cancel(msg)`` on the trigger's asyncio task."""
+        """``TriggerRunner.cancel_triggers``: ``task.cancel(msg)`` on the trigger's asyncio task.
+
+        The runner learns what to cancel from the supervisor's answer to its own request
+        (``sync_state_to_supervisor``), on the channel the trigger's calls travel too, and the supervisor
+        answers in order: a channel call the trigger had in flight is answered before the cancel lands.
+        Only the trigger's own task is cancelled: a task it started (its note, its shielded ``on_kill``
+        work) goes on where it is parked, and so does the re-cancel of a trigger already in ``on_kill``
+        (it ends the task that awaits the shielded work, nothing else)."""
         actor = instance.actor
         if actor is None or not actor.live or instance.loop is None or instance.task is None:
             return
+        if instance.task.done():
+            return  # only its background work runs on (the actor is parked: the loop is idle)
+        park = actor.parked
+        if park is not None and park.kind in COMMS_KINDS:
+            self.log.append(f"      {actor.name}: {park.kind} {park.detail} (answered before the cancel)")
+            self._drive(lambda: self.coop.step(actor), actor)
+            if not actor.live:
+                return
         instance.cancelled = _USER_ACTION if user_action else _SHUTDOWN
         self.log.append(f"    cancel {instance.name}{' (user action: on_kill)' if user_action else ''}")
-        self.coop.abandon(actor)
         loop, task, message = instance.loop, instance.task, instance.cancelled
+        parked = actor.parked
+        if instance.in_on_kill or (parked is not None and parked.kind in COMMS_KINDS):
+            # The task awaits its shielded on_kill (or the loop is busy in a background task's call): the
+            # cancel reaches it when the loop next runs; it parks nowhere and changes nothing the model sees.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel, message)
+            return
+        self.coop.abandon(actor)
 
         def kick() -> None:
             # The cancel is queued on the loop before the abandoned call is answered (with a refusal no
@@ -844,12 +894,18 @@ class World:
         actor = instance.actor
         if actor is None or actor.done:
             return
-        loop, task = instance.loop, instance.task
+        loop = instance.loop
+
+        def stop_all() -> None:
+            # The triggerer process dies: every task on its loop stops, the background ones too.
+            for task in asyncio.all_tasks():
+                if task is not instance.root:
+                    task.cancel(_SHUTDOWN)
 
         def kick() -> None:
-            if loop is not None and task is not None:
+            if loop is not None:
                 with contextlib.suppress(RuntimeError):  # the loop closed: the trigger is ending anyway
-                    loop.call_soon_threadsafe(task.cancel, _SHUTDOWN)
+                    loop.call_soon_threadsafe(stop_all)
 
         self._drive(lambda: self.coop.kill(actor, kick), actor)
 
