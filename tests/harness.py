@@ -164,6 +164,11 @@ class FakeDagRun:
         self.run_type = "manual"  # read by providers (e.g. BigQuery's job labels on Airflow 2)
 
 
+def new_trace_carrier() -> dict[str, str]:
+    """A ``context_carrier`` as Airflow 3.3 makes one (``new_task_run_carrier``): random ids."""
+    return {"traceparent": f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-00"}
+
+
 class FakeTaskInstance:
     """The attributes of Airflow's runtime task instance that operators read."""
 
@@ -174,6 +179,9 @@ class FakeTaskInstance:
         self.max_tries = retries
         #: The task instance's id: new at every retry and every clear (``prepare_db_for_next_try``).
         self.id = uuid.uuid4().hex
+        #: Its W3C trace context: Airflow gives a task instance a new one when it is created and when a
+        #: clear clears it (``clear_task_instances``), never on a retry.
+        self.context_carrier = new_trace_carrier()
         #: Its state as Airflow's ``GetTaskStates`` answers it; ``gone``: its DAG run was deleted.
         self.state: str | None = None
         self.gone = False
@@ -301,6 +309,7 @@ class TaskRunner:
         clear_number (and restarts the run, if it had finished); the task instance gets a new id."""
         self.ti.max_tries = self.ti.try_number + retries
         self.dag_run.clear_number += 1
+        self.ti.context_carrier = new_trace_carrier()
         self.new_ti_id()
         self.ti.state = None
 
@@ -310,6 +319,7 @@ class TaskRunner:
         self.dag_run = FakeDagRun()
         self.ti.try_number = 0
         self.ti.max_tries = self.retries
+        self.ti.context_carrier = new_trace_carrier()
         self.new_ti_id()
         self.ti.state = None
 

@@ -29,8 +29,8 @@ CANCEL, KEEP = True, False
         (1, TryAnswer("scheduled", 1), KEEP, "resumed"),
         (1, TryAnswer("queued", 1), KEEP, "resumed"),
         (1, TryAnswer("running", 1), KEEP, "resumed"),
-        (1, TryAnswer(None, 1), KEEP, "cleared"),
-        (1, TryAnswer("restarting", 1), KEEP, "cleared"),
+        (1, TryAnswer(None, 1), CANCEL, "cleared"),
+        (1, TryAnswer("restarting", 1), KEEP, "while a try of it ran"),
         (1, TryAnswer("up_for_retry", 1), KEEP, "reconnects"),
         (1, TryAnswer("up_for_reschedule", 1), KEEP, "reconnects"),
         # -- about a newer try: it owns the job, whatever its state (issue 22: the late "deferred")
@@ -52,7 +52,9 @@ CANCEL, KEEP = True, False
         (1, TryAnswer("deferred", None), KEEP, "a try waits on a job"),
         (None, TryAnswer("deferred", 2), KEEP, "a try waits on a job"),
         (1, TryAnswer("queued", None), KEEP, "decides itself"),
-        (1, TryAnswer(None, None), KEEP, "cleared"),
+        # A clear ended the logical job the trigger waits on: its job ends at once (finding 11).
+        (1, TryAnswer(None, None), CANCEL, "cleared"),
+        (None, TryAnswer(None, None), CANCEL, "cleared"),
         (1, TryAnswer("up_for_retry", None), KEEP, "reconnects"),
     ],
 )

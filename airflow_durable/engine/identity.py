@@ -124,6 +124,9 @@ class TryIdentity:
     retries: int | None
     clear_number: int | None
     run_started: dt.datetime | None = None
+    #: A digest of the task instance's trace carrier: Airflow renews it for exactly the task instances a
+    #: clear clears (`clear_mark_of`), never on a retry, a DAG edit or a clear of another task.
+    clear_mark: str | None = None
 
     @classmethod
     def of(cls, context: Mapping[str, Any], retries: Any, task_id: str = "") -> TryIdentity:
@@ -141,6 +144,7 @@ class TryIdentity:
             retries=_int_or_none(retries),
             clear_number=_int_or_none(getattr(dag_run, "clear_number", None)),
             run_started=started if isinstance(started, dt.datetime) else None,
+            clear_mark=clear_mark_of(getattr(ti, "context_carrier", None)),
         )
 
     @property
@@ -151,20 +155,39 @@ class TryIdentity:
         return self.max_tries - self.retries
 
     def lifetime_salt(self) -> str:
-        """The salt of a record lifetime beginning now: this incarnation of the DAG run and its clears.
+        """The salt of a record lifetime beginning now: this incarnation of the DAG run, its clears and
+        the try that begins it.
 
-        Tries that decide at the same instant share it, so they derive the same token and converge on
-        one job through the system's idempotency key.
+        Two processes of one try that decide at the same instant share it, so they derive the same token
+        and converge on one job through the system's idempotency key. The try number is in it because a
+        record can vanish while its job runs (the Storage tab, retention) and a later try of the same
+        clear epoch then begins a new lifetime: it must not derive the tokens of the lifetime before it,
+        which the system would answer with the older job (DESIGN §8). A try begins at most one lifetime:
+        its own intent is the record every later read of it finds.
         """
         if self.run_started is None:
             return new_salt()
-        basis = "|".join((self.run_started.isoformat(), str(self.clear_number)))
+        basis = "|".join((self.run_started.isoformat(), str(self.clear_number), str(self.try_number)))
         return hashlib.sha256(basis.encode()).hexdigest()[:16]
 
     def token(self, generation: int, salt: str) -> DurableToken:
         return DurableToken.for_task_instance(
             self.dag_id, self.run_id, self.task_id, self.map_index, generation, salt
         )
+
+
+def clear_mark_of(carrier: Any) -> str | None:
+    """A short digest of a task instance's ``context_carrier`` (its W3C trace context), ``None`` if absent.
+
+    Airflow 3.3's ``clear_task_instances`` gives every task instance it clears a new carrier, under the
+    run's new trace (``new_task_run_carrier`` of a ``new_dagrun_trace_carrier``, random ids whether or not
+    tracing is on); a retry, a DAG edit and a clear of another task in the run leave it as it was. So a
+    changed mark is a clear of this very task instance, which ``max_tries`` cannot always tell.
+    """
+    if not isinstance(carrier, Mapping) or not carrier:
+        return None
+    text = "\x1f".join(f"{key}={carrier[key]}" for key in sorted(map(str, carrier)))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def same_epoch(record: JobRecord, me: TryIdentity) -> bool:
@@ -194,11 +217,17 @@ def same_epoch(record: JobRecord, me: TryIdentity) -> bool:
     ``restarting``: there our listener (`airflow_durable.plugins.listener`) marks the record
     (``cleared_while_running``), which ends its epoch.
 
+    Where both the record and the try carry a clear mark (`clear_mark_of`: Airflow renews the task
+    instance's trace carrier on every clear of it, and on nothing else), the mark decides and the
+    arithmetic above is not needed: it stays for records written without one.
+
     A record without stamps (release 0.1, or written with no task instance) belongs to the epoch that
     reads it, except a stamped ``done`` record, which is compared on ``max_tries``.
     """
     if record.cleared_while_running is not None:
         return False
+    if record.clear_mark is not None and me.clear_mark is not None:
+        return record.clear_mark == me.clear_mark
     if record.max_tries is None or me.max_tries is None:
         return True
     if record.max_tries != me.max_tries:

@@ -598,6 +598,7 @@ class DurableJobEngine:
             max_tries=me.max_tries,
             clear_number=me.clear_number,
             retries=me.retries,
+            clear_mark=me.clear_mark,
             extra=record.extra or (previous.extra if previous is not None else {}),
             history=tuple(history),
             upgraded_from=None,
@@ -915,8 +916,82 @@ class DurableJobEngine:
                 f"task {self.task_id}: the try was told to stop (SIGTERM: marked, cleared or timed out) "
                 "before it submitted: not submitting."
             )
-        submitted_id = self.durable_submit(context, gen.token)
-        self._hold(submitted_id, Origin.RESENT if gen.resumed else Origin.SUBMITTED)
+        submitted_id, resent = self._submit_or_resend(context, gen)
+        self._hold(submitted_id, Origin.RESENT if gen.resumed or resent else Origin.SUBMITTED)
+        try:
+            return self._record_submission(context, store, salt, gen, intent, submitted_id)
+        except (DurableForeignJobError, DurableStateError):
+            raise
+        except Exception as err:
+            # A read after the submit failed (the token lookup, a status): the try ends, but the job it
+            # holds must not be known only to this process.
+            self._record_held_job(store, intent, err)
+            raise
+
+    def _submit_or_resend(self, context: Context, gen: _Generation) -> tuple[Any, bool]:
+        """Submit; if the call fails, send the same token once more before giving up (and whether it did).
+
+        A failed submit may still have created the job (the answer was lost: a 5xx or a timeout after the
+        service took it). The record holds only the token, so with no retry left the job would run on
+        untracked. Sending the same token again is what a retry would do (the system's idempotency key, or
+        the lookup after submitting, hands back the job that was made); doing it now, once, leaves the
+        job tracked either way. A try told to stop meanwhile does not send again.
+        """
+        try:
+            return self.durable_submit(context, gen.token), False
+        except DurableError:
+            raise
+        except Exception as err:
+            if self.__dict__.get("_durable_killed"):
+                raise
+            self.log.warning(
+                "task %s: submitting with token %s failed (%s: %s); the job may have been created, so "
+                "sending the same token once more",
+                self.task_id,
+                gen.token.text,
+                type(err).__name__,
+                err,
+            )
+            first = err
+        try:
+            return self.durable_submit(context, gen.token), True
+        except Exception as err:
+            raise first from err
+
+    def _record_held_job(self, store: StateStore, intent: JobRecord, err: Exception) -> None:
+        job = self._durable_external_id
+        held = replace(
+            intent,
+            state="submitted",
+            external_id=job,
+            owner_try=self._me().try_number,
+            submitted_at=_iso(_utcnow()),
+        )
+        try:
+            self._write_record(store, held, what=f"job id {job!r}")
+        except DurableStateError as write_err:
+            self._cancel_unrecorded(job, write_err)
+            return
+        self._durable_recorded = True
+        self.log.error(
+            "task %s: recorded job %s before failing (%s: %s): the next try reconnects to it",
+            self.task_id,
+            job,
+            type(err).__name__,
+            err,
+        )
+
+    def _record_submission(
+        self,
+        context: Context,
+        store: StateStore,
+        salt: str,
+        gen: _Generation,
+        intent: JobRecord,
+        submitted_id: Any,
+    ) -> _Generation | JobRecord:
+        """After the submit: refuse a foreign job, converge on the earliest, and store the id."""
+        me = self._me()
         self._refuse_foreign(context, submitted_id, intent)
         duplicates: list[Any] = []
         if self.durable_converge_after_submit:

@@ -238,9 +238,15 @@ def may_cancel_on_kill(
                 "user (apache/airflow#73454)",
             )
         return Verdict(False, f"{about} is deferred: a try waits on a job (this one or a newer one)")
-    if state is None or state == RESTARTING:
+    if state is None:
+        # No try has started since the clear (a started one is queued or running, and would have named
+        # itself in its note): the clear ended this trigger's logical job, whichever try deferred, and a
+        # job of an ended logical job ends now, as the sync path's on_kill ends it on ``restarting``.
+        return cancel(f"{about} was cleared: a new logical job begins, so this one's job ends")
+    if state == RESTARTING:
         return Verdict(
-            False, f"{about} was cleared: the next try starts a new logical job and ends this job itself"
+            False,
+            f"{about} was cleared while a try of it ran: that try's on_kill or its successor ends the job",
         )
     if state in ("up_for_retry", "up_for_reschedule"):
         return Verdict(False, f"{about} is {state}: the next try reconnects to the job")

@@ -4,15 +4,16 @@ One JSON value per task instance under the operator's ``external_id_key``, share
 
     {"schema": "airflow-durable/2", "salt": "9f1c…", "generation": 2, "token": "afd-…-g2",
      "state": "submitting" | "submitted" | "done", "external_id": <id or null>,
-     "epoch": 0, "max_tries": 2, "clear_number": 0, "retries": 2, "owner_try": 3,
+     "epoch": 0, "max_tries": 2, "clear_number": 0, "retries": 2, "clear_mark": "5be0…", "owner_try": 3,
      "intent_at": "…", "submitted_at": "…", "deadline": "…",
      "unended": [{"external_id": 1037, "generation": 1, "token": "afd-…-g1", …}], "history": [...], ...}
 
 * ``submitting`` is written before the external call, ``submitted`` (with the id) before waiting, ``done``
   as the last step of success.
 * ``max_tries``, ``clear_number`` and ``retries`` are the writing try's view of its task instance: what the
-  clear epoch is decided from (`airflow_durable.engine.identity.same_epoch`); ``epoch`` is
-  ``max_tries - retries``, kept for readers of older releases.
+  clear epoch is decided from (`airflow_durable.engine.identity.same_epoch`), with ``clear_mark`` (a
+  digest of the task instance's trace carrier, which every clear of it renews) first where both sides
+  have one; ``epoch`` is ``max_tries - retries``, kept for readers of older releases.
 * ``unended`` holds every job of an older generation or clear epoch that is not known to have ended (its
   cancel failed, or was only requested): a record never forgets a job that may still run.
 
@@ -68,6 +69,7 @@ _OWN_FIELDS = frozenset(
         "max_tries",
         "clear_number",
         "retries",
+        "clear_mark",
         "owner_try",
         "intent_at",
         "submitted_at",
@@ -83,7 +85,7 @@ _OWN_FIELDS = frozenset(
     }
 )
 _INT_FIELDS = ("epoch", "max_tries", "clear_number", "retries", "owner_try")
-_TEXT_FIELDS = ("salt", "intent_at", "submitted_at", "done_at", "deadline")
+_TEXT_FIELDS = ("salt", "clear_mark", "intent_at", "submitted_at", "done_at", "deadline")
 
 
 class RecordError(ValueError):
@@ -108,6 +110,8 @@ class JobRecord:
     max_tries: int | None = None
     clear_number: int | None = None
     retries: int | None = None
+    #: The writing try's `airflow_durable.engine.identity.clear_mark_of` (renewed by every clear of it).
+    clear_mark: str | None = None
     owner_try: int | None = None
     intent_at: str | None = None
     submitted_at: str | None = None
@@ -151,6 +155,7 @@ class JobRecord:
             "max_tries": self.max_tries,
             "clear_number": self.clear_number,
             "retries": self.retries,
+            "clear_mark": self.clear_mark,
             "owner_try": self.owner_try,
             "intent_at": self.intent_at,
             "submitted_at": self.submitted_at,
@@ -273,6 +278,7 @@ def _parse(raw: dict[str, Any], parse_id: Callable[[Any], Any], upgraded_from: s
         retries=ints["retries"],
         owner_try=ints["owner_try"],
         salt=texts["salt"],
+        clear_mark=texts["clear_mark"],
         intent_at=texts["intent_at"],
         submitted_at=texts["submitted_at"],
         done_at=texts["done_at"],

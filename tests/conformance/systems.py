@@ -11,7 +11,12 @@ import importlib
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.harness import TaskRunner
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,30 @@ class SystemCase:
             return self.foreign_event(real_event)
         return {**real_event, self.event_id_key: self.foreign_id}, str(self.foreign_id)
 
+    def is_submit(self, request: Any) -> bool:
+        """Whether ``request`` (as the emulator's fault plan sees it) is a submission of a job."""
+        path = str(request.path)
+        if request.method != "POST" or "cancel" in path.lower():
+            return False
+        if self.cancel_operation[:1].isupper():  # the AWS services: one path per operation
+            return any(path.endswith(f"/{op}") for op in self.submit_operations)
+        markers = {
+            "runs/submit": "runs/submit",
+            "run-now": "run-now",
+            "statements": "/statements",
+            "jobs.insert": "/jobs",
+            "jobs/run": "/run",
+            "jobs/rerun": "/rerun",
+        }
+        return any(markers.get(op, op) in path for op in self.submit_operations)
+
+    def lose_submit_answers(self, emulator: Any, times: int = 1) -> Any:
+        """The next ``times`` submissions take effect, but their answers are lost (a 5xx after the service
+        created the job); return the fault."""
+        return emulator.faults.add(
+            status=self.transient_status, times=times, after=True, predicate=self.is_submit
+        )
+
     def add_sync_status_fault(self, emulator: Any, status: int) -> Any:
         """Make the provider's sync wait fail on the status API until it gives up; return the fault."""
         method, path = self.status_call_sync or self.status_call
@@ -152,6 +181,22 @@ class SystemCase:
             transport=self.trigger_transport,
             predicate=after_operator_reads if self.pre_defer_status_reads else None,
         )
+
+
+#: Both of an operator's paths, for ``@pytest.mark.parametrize("deferrable", PATHS)``.
+PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
+
+
+def runner_for(case: SystemCase, emulator: Any, deferrable: bool, **overrides: Any) -> TaskRunner:
+    """A task runner whose tries build ``case``'s operator against ``emulator``."""
+    from tests.harness import TaskRunner  # the harness imports Airflow; the case registry does not
+
+    return TaskRunner(lambda: case.make(emulator, deferrable, **overrides))
+
+
+def job_ids(case: SystemCase, emulator: Any) -> list[Any]:
+    """Every job the system created (idempotent replays that returned an existing job excluded)."""
+    return [entry.external_id for entry in case.submissions(emulator)]
 
 
 def _collect() -> list[SystemCase]:

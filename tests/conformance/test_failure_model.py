@@ -14,15 +14,13 @@ import pytest
 
 from airflow_durable.engine import DurableEventError, DurableStateError, DurableStatusError
 from airflow_durable.testing.contracts import expect_violations
-from tests.conformance.systems import SystemCase
+from tests.conformance.systems import PATHS, SystemCase, runner_for
 from tests.harness import DURABLE, MemoryStateStore, TaskDeferred, TaskRunner, record_state
 
 pytestmark = pytest.mark.skipif(
     not DURABLE,
     reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py",
 )
-
-PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
 
 
 @pytest.fixture
@@ -34,10 +32,6 @@ def task_logs(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[st
         return "\n".join([caplog.text, captured.out, captured.err])
 
     return read
-
-
-def runner_for(case: SystemCase, emulator: Any, deferrable: bool, **overrides: Any) -> TaskRunner:
-    return TaskRunner(lambda: case.make(emulator, deferrable, **overrides))
 
 
 def expected_xcoms(case: SystemCase, deferrable: bool) -> frozenset[str]:
@@ -428,7 +422,10 @@ def test_degrade_with_durable_false_on_this_airflow(case, emulator):
 # --------------------------------------------------------------------------- two tries at once
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_two_tries_deciding_at_once_share_one_job(case, emulator, deferrable):
-    """After a supervisor death an orphaned try can run beside the retry: the shared token dedupes."""
+    """One try run twice at once (an executor delivering its workload again while the first process still
+    runs, e.g. Celery's visibility timeout): both read no record, derive one token, and the system (or the
+    lookup after submitting) leaves one job. Two different tries cannot both write: the task-state store
+    answers only the current task-instance id."""
     import threading
 
     store = MemoryStateStore()
@@ -446,9 +443,9 @@ def test_two_tries_deciding_at_once_share_one_job(case, emulator, deferrable):
 
     store.get = get  # type: ignore[method-assign]
     runners = [TaskRunner(lambda: case.make(emulator, deferrable), store=store) for _ in range(2)]
-    for number, runner in enumerate(runners, start=1):
-        runner.ti.try_number = number - 1
-        runner.dag_run = runners[0].dag_run  # two tries of one task instance: one DAG run
+    for runner in runners:
+        runner.ti.try_number = 0  # run_try makes it 1 in both: one try, two processes
+        runner.dag_run = runners[0].dag_run  # one task instance: one DAG run
     threads = [threading.Thread(target=runner.run_try) for runner in runners]
     for thread in threads:
         thread.start()

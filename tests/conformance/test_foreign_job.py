@@ -22,7 +22,7 @@ import pytest
 
 from airflow_durable.engine import CREATED_BEFORE_INTENT_TOLERANCE, DurableForeignJobError
 from bench.scenarios import factory
-from tests.conformance.systems import SystemCase
+from tests.conformance.systems import PATHS, SystemCase, job_ids, runner_for
 from tests.harness import DURABLE, TaskRunner, record_state
 
 pytestmark = pytest.mark.skipif(
@@ -30,22 +30,12 @@ pytestmark = pytest.mark.skipif(
     reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py",
 )
 
-PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
 TOKENS = [pytest.param(False, id="our-token"), pytest.param(True, id="users-token")]
 
 #: A job created this long before the intent: another DAG run's.
 LONG_BEFORE = 2 * 60 * 60
 #: The system's clock behind Airflow's by this much: still this logical job's job.
 SKEW = CREATED_BEFORE_INTENT_TOLERANCE.total_seconds() / 2
-
-
-def runner_for(case: SystemCase, emulator: Any, deferrable: bool, **overrides: Any) -> TaskRunner:
-    return TaskRunner(lambda: case.make(emulator, deferrable, **overrides))
-
-
-def job_ids(case: SystemCase, emulator: Any) -> list[Any]:
-    """Every job the system created (idempotent replays that returned an existing job excluded)."""
-    return [entry.external_id for entry in case.submissions(emulator)]
 
 
 def cancels(case: SystemCase, emulator: Any) -> list[Any]:

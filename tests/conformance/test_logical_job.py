@@ -17,24 +17,13 @@ from typing import Any
 import pytest
 
 from airflow_durable.engine import DurableToken
-from tests.conformance.systems import SystemCase
+from tests.conformance.systems import PATHS, SystemCase, job_ids, runner_for
 from tests.harness import DURABLE, TaskRunner, record_state
 
 pytestmark = pytest.mark.skipif(
     not DURABLE,
     reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py",
 )
-
-PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
-
-
-def runner_for(case: SystemCase, emulator: Any, deferrable: bool, **overrides: Any) -> TaskRunner:
-    return TaskRunner(lambda: case.make(emulator, deferrable, **overrides))
-
-
-def job_ids(case: SystemCase, emulator: Any) -> list[Any]:
-    """Every job the system created (idempotent replays that returned an existing job excluded)."""
-    return [entry.external_id for entry in case.submissions(emulator)]
 
 
 def state_of(case: SystemCase, emulator: Any, external_id: Any) -> str:
@@ -328,7 +317,7 @@ class _SupervisorComms:
     [
         ("deferred", False),  # the trigger was handed to another triggerer (apache/airflow#73454)
         ("queued", False),  # it fired there: the task resumes on the event
-        (None, False),  # cleared: the new try ends the older epoch's job itself (its own cells)
+        (None, True),  # cleared: a new logical job begins, this one's job ends now (finding 11)
         ("up_for_retry", False),  # the retry reconnects
         ("success", True),  # a user marked it: nothing waits on the job any more
         ("failed", True),

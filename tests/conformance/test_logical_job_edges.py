@@ -19,23 +19,13 @@ from typing import Any
 import pytest
 
 from airflow_durable.engine import RECORD_SCHEMA, RECORD_SCHEMA_V1, DurableStateError
-from tests.conformance.systems import SystemCase
+from tests.conformance.systems import PATHS, SystemCase, job_ids, runner_for
 from tests.harness import DURABLE, TaskRunner, record_state
 
 pytestmark = pytest.mark.skipif(
     not DURABLE,
     reason="Airflow < 3.3: no task_state_store; the degraded contract is tested in test_degraded.py",
 )
-
-PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
-
-
-def runner_for(case: SystemCase, emulator: Any, deferrable: bool, **overrides: Any) -> TaskRunner:
-    return TaskRunner(lambda: case.make(emulator, deferrable, **overrides))
-
-
-def job_ids(case: SystemCase, emulator: Any) -> list[Any]:
-    return [entry.external_id for entry in case.submissions(emulator)]
 
 
 def crash_once_submitted(runner: TaskRunner) -> None:
@@ -346,6 +336,86 @@ def test_a_clear_whose_old_job_cannot_be_read_still_cancels_it(case, emulator, d
     assert len(job_ids(case, emulator)) == 2
     record = runner.store.data[case.external_id_key]
     assert [entry["external_id"] for entry in record.get("unended", [])] == [case.stored_id(old)], record
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_retries_edit_then_a_clear_of_this_task_starts_a_new_logical_job(case, emulator, deferrable):
+    """retries=2; try 1 submits and its worker dies; the DAG file lowers retries to 1 and the user clears
+    THIS task: ``max_tries = try_number + retries`` comes out unchanged (1 + 1 = 2), and the run's
+    clear_number rises as for a clear of another task, so the numbers look like a plain retry (model
+    finding N8). Airflow renews the trace carrier of exactly the task instances a clear clears: the next
+    try starts a new logical job and ends the old one."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    settings: dict[str, Any] = {"retries": 2}
+    runner = TaskRunner(lambda: case.make(emulator, deferrable, **settings), retries=2)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    settings["retries"] = 1
+    runner.clear(retries=1)
+    assert runner.ti.max_tries == 2  # what max_tries was: the numbers cannot tell
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and case.reported(outcome) == jobs[1]
+    assert cancelled(case, emulator, old)
+    assert decisions(runner, case)[-1] == "new_epoch"
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_record_deleted_while_its_job_runs_is_not_handed_back_to_the_next_try(case, emulator, deferrable):
+    """Try 1 submits and its worker dies; the record is deleted (the Storage tab, retention) while the job
+    runs. The retry begins a new record lifetime: its token must not be try 1's, or the system's
+    idempotency key (or the token lookup) hands it the older logical job's job (model finding N3). That
+    older job is found again only from the system (issue 23's lookup)."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    old_token = runner.store.data[case.external_id_key]["token"]
+    runner.store.data.clear()
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and case.reported(outcome) == jobs[1] != old
+    assert runner.store.data[case.external_id_key]["token"] != old_token
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_submit_whose_answer_was_lost_leaves_its_job_tracked(case, emulator, deferrable):
+    """retries=0: the service creates the job but its answer is lost (a 5xx after the job was made), past
+    whatever the provider's client retries. The try sends the same token once more: the system's key, or
+    the lookup after submitting, hands back the job that was made, and the try goes on with it (model
+    finding N2). Before, the try failed with only the token recorded, and its job ran on untracked."""
+    emulator.lifecycle = case.lifecycle()
+    runner = runner_for(case, emulator, deferrable, retries=0)
+    case.lose_submit_answers(emulator)
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    kept = [job for job in jobs if not cancelled(case, emulator, job)]
+    assert kept == [jobs[0]] and case.reported(outcome) == jobs[0], jobs
+    assert runner.store.data[case.external_id_key]["state"] == "done"
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_read_that_fails_right_after_the_submit_leaves_the_job_recorded(case, emulator, deferrable):
+    """retries=0: the try submits, and the next status read fails past the hook's retries. On a system
+    without an idempotency key that read is the lookup that converges on one job, before the id is stored
+    (model finding N6, Batch): the try fails, but the record names the job it holds, so the orphans tool,
+    a clear's new try or a user's mark can end it."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable, retries=0)
+    method, path = case.status_call_sync or case.status_call
+    gives_up = case.status_errors_to_give_up_sync or case.status_errors_to_give_up
+    emulator.faults.add(method=method, path_contains=path, status=case.transient_status, times=gives_up)
+    runner.run_try()
+    (job,) = job_ids(case, emulator)
+    record = runner.store.data[case.external_id_key]
+    assert record["state"] in ("submitted", "done") and str(record["external_id"]) == str(
+        case.stored_id(job)
+    ), record
 
 
 # --------------------------------------------------------------------------- the schema, once

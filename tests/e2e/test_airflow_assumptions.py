@@ -101,6 +101,7 @@ def test_sqlite_gives_a_new_trigger_the_id_of_the_newest_deleted_one(airflow_hom
 def test_postgresql_never_reuses_a_trigger_id(airflow_home: dict[str, str]) -> None:
     """The same rows on PostgreSQL: the id comes from a sequence, so a new trigger never takes a deleted
     one's id (the race of the test above cannot happen there)."""
+    pytest.importorskip("psycopg2", reason="needs the runtime extra's PostgreSQL driver (psycopg2-binary)")
     from airflow_durable.demo.deployment import DeploymentError, PostgresServer
 
     # Not pytest's tmp_path: run as root, the cluster belongs to the postgres user, who cannot traverse
@@ -135,3 +136,24 @@ def test_airflow_failing_a_task_cleared_while_it_ran_marks_its_record(
     assert ("cleared_while_running" in found["record"]) is marked, found["record"]
     if marked:
         assert found["record"]["cleared_while_running"]["try"] == 1
+
+
+def test_a_clear_renews_the_trace_carrier_of_exactly_the_task_instances_it_clears(
+    airflow_home: dict[str, str],
+) -> None:
+    """The clear epoch's mark (`airflow_durable.engine.identity.clear_mark_of`): a worker's try is handed its
+    task instance's ``context_carrier``; ``clear_task_instances`` gives the cleared task instance a new one
+    and leaves the other task of the run as it was (though the run's clear_number rises for both).
+    ``dag.test()`` hands its tries none (it builds the task instance from five fields): there the engine
+    falls back to ``max_tries`` and ``clear_number``."""
+    from airflow_durable.engine.identity import clear_mark_of
+
+    (found,), log = summaries(
+        [sys.executable, "-m", "tests.e2e.clear_carrier"], airflow_home, "CARRIER ", expected=1
+    )
+    before, after = found["before"], found["after"]
+    assert clear_mark_of(before["cleared"]) is not None, log
+    assert found["workload"] == before["cleared"]
+    assert clear_mark_of(after["cleared"]) != clear_mark_of(before["cleared"])
+    assert clear_mark_of(after["other"]) == clear_mark_of(before["other"])
+    assert found["seen"]["cleared"]["carrier"] is None  # dag.test()
