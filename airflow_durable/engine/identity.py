@@ -218,8 +218,11 @@ def same_epoch(record: JobRecord, me: TryIdentity) -> bool:
     (``cleared_while_running``), which ends its epoch.
 
     Where both the record and the try carry a clear mark (`clear_mark_of`: Airflow renews the task
-    instance's trace carrier on every clear of it, and on nothing else), the mark decides and the
-    arithmetic above is not needed: it stays for records written without one.
+    instance's trace carrier on every clear of it, and on nothing else), a changed mark is a clear. An
+    unchanged one rules out a clear that reset the run (it renews the run's carrier, which the task
+    instance's derives from), so a changed ``clear_number`` is another task's clear and only a changed
+    ``max_tries`` (a clear with ``reset_dag_runs=false``) still means one: rule 3's collision cannot happen.
+    The arithmetic alone stays for records written without a mark (and ``dag.test()``, which hands none).
 
     A record without stamps (release 0.1, or written with no task instance) belongs to the epoch that
     reads it, except a stamped ``done`` record, which is compared on ``max_tries``.
@@ -227,7 +230,12 @@ def same_epoch(record: JobRecord, me: TryIdentity) -> bool:
     if record.cleared_while_running is not None:
         return False
     if record.clear_mark is not None and me.clear_mark is not None:
-        return record.clear_mark == me.clear_mark
+        if record.clear_mark != me.clear_mark:
+            return False
+        # Unchanged: no clear of this task instance that reset its run. One that did not reset it (REST
+        # ``reset_dag_runs=false``) may leave the mark (without OpenTelemetry the task instance's carrier
+        # is its run's) and the run's clear_number as they were; max_tries still tells that one.
+        return record.max_tries is None or me.max_tries is None or record.max_tries == me.max_tries
     if record.max_tries is None or me.max_tries is None:
         return True
     if record.max_tries != me.max_tries:
