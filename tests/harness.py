@@ -108,8 +108,20 @@ class MemoryStateStore:
     def crash_when(self, predicate: Callable[[Any], bool], *, before: bool) -> None:
         self._crash = (predicate, before)
 
-    def fail_set(self, predicate: Callable[[Any], bool] | None) -> None:
-        self._fail_set = predicate
+    def fail_set(self, predicate: Callable[[Any], bool] | None, times: int | None = None) -> None:
+        """Fail the writes of values ``predicate`` matches: every one, or the next ``times``."""
+        if predicate is None or times is None:
+            self._fail_set = predicate
+            return
+        left = [times]
+
+        def counted(value: Any) -> bool:
+            if left[0] > 0 and predicate(value):
+                left[0] -= 1
+                return True
+            return False
+
+        self._fail_set = counted
 
 
 class TaskInstanceNotFound(RuntimeError):

@@ -604,6 +604,15 @@ class DurableJobEngine:
             upgraded_from=None,
         )
 
+    def _write_job_id(self, store: StateStore, record: JobRecord, what: str) -> None:
+        """Write a record that names a job this try holds, once more if the first write fails: a job whose
+        id is not stored is cancelled, and if that cancel fails too it runs on named by nothing."""
+        try:
+            self._write_record(store, record, what)
+        except DurableStateError as err:
+            self.log.warning("task %s: %s; writing it once more", self.task_id, err)
+            self._write_record(store, record, what)
+
     def _write_record(self, store: StateStore, record: JobRecord, what: str) -> None:
         value = record.to_json()
         value["operator"] = type(self).__name__
@@ -968,7 +977,7 @@ class DurableJobEngine:
             submitted_at=_iso(_utcnow()),
         )
         try:
-            self._write_record(store, held, what=f"job id {job!r}")
+            self._write_job_id(store, held, what=f"job id {job!r}")
         except DurableStateError as write_err:
             self._cancel_unrecorded(job, write_err)
             return
@@ -1044,7 +1053,7 @@ class DurableJobEngine:
         if gen.resumed:
             submitted = self._stamp(submitted, intent, gen.decision)
         try:
-            self._write_record(store, submitted, what=f"job id {job!r}")
+            self._write_job_id(store, submitted, what=f"job id {job!r}")
         except DurableStateError as err:
             self._cancel_unrecorded(job, err)
             raise

@@ -292,6 +292,19 @@ def test_id_write_fails_cancels_the_job_just_submitted(case, emulator, deferrabl
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
+def test_an_id_write_that_fails_once_is_written_again_and_the_job_kept(case, emulator, deferrable):
+    """A transient store failure on the id write: written once more, the job is tracked and goes on (a
+    cancel there could fail too, and leave the job running named by nothing)."""
+    emulator.lifecycle = case.lifecycle()
+    runner = runner_for(case, emulator, deferrable)
+    runner.store.fail_set(record_state("submitted"), times=1)
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    run_id = only_job(case, emulator)
+    assert emulator.run(run_id).state != case.cancelled
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
 def test_completion_write_fails_but_the_task_succeeds(case, emulator, deferrable, task_logs):
     runner = runner_for(case, emulator, deferrable)
     runner.store.fail_set(record_state("done"))
