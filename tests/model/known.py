@@ -3,15 +3,15 @@
 ``make test`` records these instead of failing on them. Three tables, because they are emptied by
 different work:
 
-* `KNOWN_VIOLATIONS`: findings of issue 22 ("Deliver", item 1) whose fix has not landed on this branch; the
-  lead removes an entry when its fix lands, and from then on the model fails if the violation comes back.
+* `KNOWN_VIOLATIONS`: engine findings whose fix has not landed (empty: every finding of issue 22 is fixed,
+  or listed below as a limit of Airflow 3.3 or as the next issue's); a violation not listed fails the model.
   The findings the model showed on the engine of ``59ecc40`` are listed in docs/dev/model.md ("What it
   found"); their scenarios in ``tests/model/scenarios.py`` are regression tests now.
 * `NEXT_ISSUE`: a job whose record Airflow (or a user) deleted while nothing held it: no engine can
   reach it again from the record; it is the "Airflow forgets; the job doesn't" issue (DESIGN §8,
   "Recoverable without the record"), which builds on this one.
 * `IMPOSSIBLE_ON_AIRFLOW_3_3`: situations a try cannot tell apart with what Airflow 3.3 tells it
-  (docs/dev/model.md, "Indistinguishable situations"); empty since the clear listener.
+  (docs/dev/model.md, "Indistinguishable situations").
 
 Keys are ``<invariant>:<situation>`` as `tests.model.world.World.violate` builds them; a pattern ending
 in ``*`` matches every key it prefixes.
@@ -19,87 +19,16 @@ in ``*`` matches every key it prefixes.
 
 from __future__ import annotations
 
-_N1 = (
-    "model finding N1: a trigger cancelled by a user action while it awaits asgiref's sync_to_async (the "
-    "BigQuery trigger polls through it) gets a CancelledError without the user-action message (asgiref "
-    "drops it; asyncio.to_thread keeps it), so run_trigger never calls on_kill and the job of a marked task "
-    "(or of a deleted run) runs on. DurableOwnedTrigger.run can keep the message by awaiting the provider "
-    "trigger's next event as a task of its own. Being fixed in airflow_durable/triggers/owned.py on branch "
-    "runtime: remove this entry when that lands"
-)
-
-_N3 = (
-    "model finding N3 (engine, open): the record is deleted by an outside hand (retention, the Storage tab) "
-    "while its job runs, and the next try, finding no record, derives the same token again: the lifetime "
-    "salt (identity.TryIdentity.lifetime_salt) hashes only the run's start date and clear_number, which a "
-    "record deletion does not change. The system hands the older job back (an idempotency key) or the "
-    "token lookup finds it and adoption keeps the earliest (Batch, EMR on EKS: the try cancels the job it "
-    "just submitted), so the new logical job waits on and returns the older one. DESIGN §8: a new "
-    "lifetime's tokens must be unique to it, and a job older than the intent is refused, never adopted"
-)
-
-_N4 = (
-    "model finding N4 (engine, open; the sync twin of finding 11): the user marks a running task, then "
-    "clears it before the try's next heartbeat; the SIGTERM's on_kill reads the record with its superseded "
-    "task-instance id (not found) and asks the task's state: a try is scheduled or running, so it leaves the "
-    "job to it (it cannot tell a mark-then-clear from a zombie whose retry adopted the job). The new try "
-    "does end it (the record names it, a new epoch), so the job runs until that try starts"
-)
-_N5 = (
-    "model finding N5 (engine, open): the user clears a running task before its try submitted; the "
-    "heartbeat's SIGTERM runs on_kill (nothing to cancel yet) and the try's main thread goes on (the "
-    "supervisor's SIGKILL comes 5 s later): it submits, its write of the id fails (404, its id is "
-    "superseded), and as a superseded try it may not cancel (the newer try might have adopted the job by its "
-    "token, finding 4), but the newer try is of a new epoch and never learns the job: it runs untracked. A "
-    "try whose on_kill ran could refuse to submit from then on"
-)
-
-_N6 = (
-    "model finding N6 (engine, open): on a system without an idempotency key (Batch) the try submits, "
-    "looks its token up to converge, and the status read that follows fails: the try fails before it writes "
-    "the id it already holds, so the record keeps only the token; with no retry left the job runs on, "
-    "named by nothing the orphans tool reads. Minimal path: Batch, sync, retries=0, the next status read "
-    "fails; try 1 submits, ListJobs, DescribeJobs fails, the try ends failed"
-)
-_N7 = (
-    "model finding N7 (engine, open; against issue 22's rule that no read failure may lead to a submit): a "
-    "new epoch's try (here after a clear of a running task whose worker froze, marked by the listener) "
-    "cannot read the old job's status (5xx), keeps it in the record's unended list without cancelling it, "
-    "and submits the new job: both run. Minimal path: Batch, sync, retries=0: try 1 submits and records; its "
-    "worker freezes; the next status read fails; the user clears; the heartbeat timeout; try 2 reads the "
-    "record, DescribeJobs of the old job fails, it writes and submits"
-)
-
-_N8 = (
-    "model finding N8 (engine, open; the flip side of finding 2's fix): the DAG file lowers retries by "
-    "as many tries as were used (2 → 1 after try 1), then the user clears the task: clear_task_instances "
-    "sets max_tries = try_number + retries, unchanged, and raises clear_number, which a clear of another "
-    "task raises too; the engine takes the clear for a retry and reconnects to the old job. Only "
-    "ti.context_carrier (renewed for the task instances a clear clears) tells them apart. Minimal path: "
-    "BigQuery, deferrable, retries=2: try 1 submits and defers; DAG edit retries=1; the user clears the "
-    "deferred task; try 2 defers on the old job"
-)
-
-KNOWN_VIOLATIONS: dict[str, str] = {
-    "2:waits-on-older-lj-after-clear-of-deferred": _N8,
-    "5:old-job-left-running-named-after-clear-of-deferred": _N8,
-    "3:never-recorded-creator-ended-failed": _N6,
-    "5:mark-then-clear-running-on-kill-left-job": _N4,
-    "3:never-recorded-creator-sigtermed": _N5,
-    "2:waits-on-older-lj-after-record-deleted-*": _N3,
-    "2:result-of-older-lj-after-record-deleted-*": _N3,
-    # clear_on_success deleted the record at success; the clear (reset_dag_runs=false) kept the salt.
-    "2:result-of-older-lj-after-clear-of-success-no-run-reset": _N3,
-    "3:never-recorded-answer-lost-*": (
-        "model finding N2 (engine, open): the service took a submission but its answer was lost (a 5xx "
-        "after the job was created); the try fails with only the intent (token) recorded. A retry resends "
-        "the token and finds the job, but with no retry left (or a mark meanwhile) the job runs on, named by "
-        "nothing the orphans tool reads. The try could resend the same token at once (idempotent), or look "
-        "it up, before giving up"
-    ),
-}
+KNOWN_VIOLATIONS: dict[str, str] = {}
 
 NEXT_ISSUE: dict[str, str] = {
+    "3:never-recorded-creator-sigtermed": (
+        "N5 in flight: the user clears a running task while its submit call is in flight; the SIGTERM's "
+        "on_kill finds no id, the call returns one afterwards, the try cannot write it (its task-instance id "
+        "is superseded) and may not cancel (a zombie's retry may have reconnected to that job by its token: "
+        "finding 4). The new epoch's record keeps the older intent's token in `unended`; only a lookup "
+        "of the job by that token finds it"
+    ),
     "3:unnamed-by-run-deleted-nobody-held-it": (
         "the DAG run was deleted while no process or running trigger held its job (e.g. deferred, no "
         "triggerer had picked the trigger up yet, or the worker's node was lost): the record went with the "
@@ -162,10 +91,26 @@ NEXT_ISSUE: dict[str, str] = {
     ),
 }
 
-#: Empty since the clear listener (airflow_durable/plugins/listener.py): a clear with reset_dag_runs=false of
-#: a running task whose worker is gone left the next try exactly what a plain retry sees; the listener's
-#: mark in the record now tells them apart (docs/dev/model.md, "Indistinguishable situations").
-IMPOSSIBLE_ON_AIRFLOW_3_3: dict[str, str] = {}
+#: What a try cannot tell apart with what Airflow 3.3 tells it (docs/dev/model.md, "Indistinguishable
+#: situations"); the clear listener and the trace-carrier clear mark emptied it of everything else.
+IMPOSSIBLE_ON_AIRFLOW_3_3: dict[str, str] = {
+    "5:mark-then-clear-running-on-kill-left-job": (
+        "N4: the user marks a running task, then clears it before the try's next heartbeat. The SIGTERM's "
+        "on_kill cannot read its record (its task-instance id is superseded) and GetTaskStates answers "
+        "scheduled/queued/running, exactly what it answers a zombie whose retry reconnected to the job by "
+        "its token (finding 4): cancelling would end that retry's job. The job stays named by the record, "
+        "and the clear's new try, a new epoch, ends it as it starts (the new-epoch cells of "
+        "tests/conformance/test_logical_job_edges.py)"
+    ),
+    "2:waits-on-older-lj-after-clear-of-deferred-no-run-reset": (
+        "N8 with reset_dag_runs=false: DAG edit lowers retries by the tries used, then a clear that does not "
+        "reset the run: max_tries, clear_number and (without OpenTelemetry, where a task instance's carrier "
+        "is its run's) the trace carrier all come out unchanged: no field a try can read tells the clear"
+    ),
+    "5:old-job-left-running-named-after-clear-of-deferred-no-run-reset": (
+        "the same clear as above: the next try reconnects to the old job, which is then not old to it"
+    ),
+}
 
 TABLES = {"known": KNOWN_VIOLATIONS, "next issue": NEXT_ISSUE, "impossible on 3.3": IMPOSSIBLE_ON_AIRFLOW_3_3}
 
