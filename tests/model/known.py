@@ -29,7 +29,7 @@ NEXT_ISSUE: dict[str, str] = {
         "finding 4). The new epoch's record keeps the older intent's token in `unended`; only a lookup "
         "of the job by that token finds it"
     ),
-    "3:unnamed-by-run-deleted-nobody-held-it": (
+    "3:unnamed-by-run-deleted-nobody-held-it*": (
         "the DAG run was deleted while no process or running trigger held its job (e.g. deferred, no "
         "triggerer had picked the trigger up yet, or the worker's node was lost): the record went with the "
         "run, and only a lookup of the job by its identity in the system can find it again"
