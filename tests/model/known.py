@@ -22,6 +22,13 @@ from __future__ import annotations
 KNOWN_VIOLATIONS: dict[str, str] = {}
 
 NEXT_ISSUE: dict[str, str] = {
+    "3:never-recorded-answer-lost-*": (
+        "N2 with a second fault: the service made the job but its answer was lost, and the same try's "
+        "resend of the token failed too (BigQuery: the resend's 409 makes the provider read the job, and "
+        "that read fails); the try ends with only the token recorded and no retry left. The single fault "
+        "is fixed (the resend; test_logical_job_edges.py::test_a_submit_whose_answer_was_lost_leaves_its_"
+        "job_tracked); this one needs a lookup of the job by its token"
+    ),
     "3:never-recorded-creator-sigtermed": (
         "N5 in flight: the user clears a running task while its submit call is in flight; the SIGTERM's "
         "on_kill finds no id, the call returns one afterwards, the try cannot write it (its task-instance id "
@@ -101,6 +108,14 @@ IMPOSSIBLE_ON_AIRFLOW_3_3: dict[str, str] = {
         "its token (finding 4): cancelling would end that retry's job. The job stays named by the record, "
         "and the clear's new try, a new epoch, ends it as it starts (the new-epoch cells of "
         "tests/conformance/test_logical_job_edges.py)"
+    ),
+    "5:mark-then-clear-deferred-trigger-left-job": (
+        "the deferred twin of N4: the user marks a deferred task, then clears it, and a new try starts "
+        "before the old trigger's note is written (its first channel call can take seconds), so the note "
+        "survives the new try's XCom clear. On the kill, Airflow answers running and the note is the "
+        "trigger's own: exactly what it answers when the trigger fired on the triggerer that took it over "
+        "and its own try resumed (apache/airflow#73454), where cancelling would end the job the try waits "
+        "on. The job stays named by the record and the new try, a new epoch, ends it as it starts"
     ),
     "2:waits-on-older-lj-after-clear-of-deferred-no-run-reset": (
         "N8 with reset_dag_runs=false: DAG edit lowers retries by the tries used, then a clear that does not "

@@ -1400,14 +1400,18 @@ class World:
         marked = [x for x in self.ljs if x.number > instance.lj and x.cause.startswith("mark")]
         if not marked:
             return
+        # A clear after the mark, before the trigger decided: a new try may have begun (and cleared the
+        # XComs before the trigger's note was written), which the trigger cannot tell from its own try.
+        cleared = any(x.number > marked[0].number and x.cause.startswith("clear") for x in self.ljs)
         for key in instance.knows:
             job = self.jobs.get(key)
             if job is not None and job.lj == instance.lj and self.active(job) and not job.cancel_failed:
                 ti = self.db.ti
                 state = ti.state if ti is not None else "gone"
+                situation = "mark-then-clear-deferred" if cleared else "mark-deferred"
                 self.violate(
                     "5",
-                    "mark-deferred-trigger-left-job",
+                    f"{situation}-trigger-left-job",
                     f"{instance.name} ran on_kill after a "
                     f"{marked[0].cause} but job {job.ledger_id} still runs (task now {state})",
                 )
