@@ -1400,9 +1400,11 @@ class World:
         marked = [x for x in self.ljs if x.number > instance.lj and x.cause.startswith("mark")]
         if not marked:
             return
-        # A clear after the mark, before the trigger decided: a new try may have begun (and cleared the
-        # XComs before the trigger's note was written), which the trigger cannot tell from its own try.
-        cleared = any(x.number > marked[0].number and x.cause.startswith("clear") for x in self.ljs)
+        # A clear after the mark and a new try begun before the trigger decided (it cleared the XComs
+        # before the trigger's note was written): the trigger cannot tell that try from its own.
+        cleared = any(x.number > marked[0].number and x.cause.startswith("clear") for x in self.ljs) and any(
+            p.lj > marked[0].number - 1 and p.lj > instance.lj for p in self.processes
+        )
         for key in instance.knows:
             job = self.jobs.get(key)
             if job is not None and job.lj == instance.lj and self.active(job) and not job.cancel_failed:
