@@ -687,6 +687,9 @@ class Deployment:
             pids = self.session_pids(component)
             for pid in pids:
                 self._signal(pid, signal.SIGSTOP)
+            # kill() returns before the signal is delivered: on a busy machine a process runs on (and may
+            # take the write lock or open a transaction) until the kernel schedules it to stop.
+            self._wait_stopped(pids, deadline)
             if not self._in_transaction(component):
                 break
             for pid in pids:
@@ -703,6 +706,26 @@ class Deployment:
         finally:
             for pid in pids:
                 self._signal(pid, signal.SIGCONT)
+
+    @staticmethod
+    def _wait_stopped(pids: list[int], deadline: float) -> None:
+        """Wait until every process in ``pids`` is stopped (``T`` in ``/proc/<pid>/stat``) or gone."""
+        waiting = list(pids)
+        while waiting:
+            still = []
+            for pid in waiting:
+                try:
+                    stat = Path(f"/proc/{pid}/stat").read_text()
+                except OSError:
+                    continue  # gone
+                if stat[stat.rindex(")") + 2] not in "Tt":
+                    still.append(pid)
+            if not still:
+                return
+            if time.monotonic() > deadline:
+                raise DeploymentError(f"processes {still} did not stop after SIGSTOP")
+            waiting = still
+            time.sleep(0.005)
 
     def _in_transaction(self, component: str) -> bool:
         if self.postgres is None:

@@ -758,18 +758,21 @@ class DurableJobEngine:
         try:
             record = self._read_record(self._durable_store)
         except DurableStateError:
-            return Knowledge(Read.FAILED)
+            return Knowledge(Read.FAILED, task_state=self._task_state())
         if record is not None:
             return Knowledge(Read.OK, record)
+        return Knowledge(Read.NOT_FOUND, task_state=self._task_state())
+
+    def _task_state(self) -> str | None:
+        """Airflow's state of this task instance now (`GONE` if Airflow no longer knows it), or ``None``."""
         me = self._me()
         try:
-            state = shims.get_task_states(me.dag_id, me.run_id, me.task_id, me.map_index)
+            return shims.get_task_states(me.dag_id, me.run_id, me.task_id, me.map_index)
         except KeyError:
-            state = GONE
+            return GONE
         except Exception as err:
             self.log.warning("task %s: could not ask Airflow for the task's state (%s)", self.task_id, err)
-            state = None
-        return Knowledge(Read.NOT_FOUND, task_state=state)
+            return None
 
     def _may_cancel(
         self,
@@ -866,15 +869,15 @@ class DurableJobEngine:
         found = self.durable_find_all(DurableToken(record.token, record.generation), context)
         if found:
             return [{**base, "external_id": job, "why": why} for job in found]
-        if not self.durable_converge_after_submit:
-            self.log.warning(
-                "task %s: a try of the previous clear epoch died while submitting with token %s; if that "
-                "submission reached the system, its job is not tracked by id (the record keeps the token)",
-                self.task_id,
-                record.token,
-            )
-            return [{**base, "external_id": None, "why": "interrupted while submitting, then cleared"}]
-        return []
+        # Nothing found by the token (or no way to look it up): the older try may still be inside its
+        # submit call (a SIGTERM does not stop it), so its job may appear later. The token is kept.
+        self.log.warning(
+            "task %s: a try of the previous clear epoch was submitting with token %s; if that submission "
+            "reached the system, its job is not tracked by id (the record keeps the token)",
+            self.task_id,
+            record.token,
+        )
+        return [{**base, "external_id": None, "why": "interrupted while submitting, then cleared"}]
 
     # ------------------------------------------------------------------ 5. I/O: submit, a generation a step
     def _submit_and_wait(

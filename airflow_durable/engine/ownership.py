@@ -77,8 +77,8 @@ class Origin(enum.Enum):
 class Knowledge:
     read: Read
     record: JobRecord | None = None  # with Read.OK
-    #: Airflow's state of the task instance, asked when the record was not found (`GONE`: unknown to
-    #: Airflow; ``None``: not asked, or the question failed).
+    #: Airflow's state of the task instance, asked when the record was not found or could not be read
+    #: (`GONE`: unknown to Airflow; ``None``: not asked, or the question failed).
     task_state: str | None = None
 
 
@@ -109,6 +109,9 @@ def may_cancel(
     if knowledge.read is Read.FAILED:
         if origin is Origin.SUBMITTED and not recorded:
             return Verdict(True, "this try created it and no record names it (its id could not be stored)")
+        if knowledge.task_state == GONE or knowledge.task_state in ENDED_STATES:
+            # Whatever the record says, an ended (or deleted) task instance waits on no job: a user's mark.
+            return _by_task_state(knowledge.task_state)
         return Verdict(
             False, "its ownership could not be checked (the store failed); the record keeps tracking it"
         )

@@ -418,6 +418,23 @@ def test_a_read_that_fails_right_after_the_submit_leaves_the_job_recorded(case, 
     ), record
 
 
+def test_a_mark_while_running_ends_the_job_even_when_the_record_cannot_be_read(case, emulator):
+    """The user marks a running (sync) task success; the SIGTERM's on_kill cannot read its record (the
+    execution API fails). Airflow says the task instance ended, and an ended task instance waits on no job:
+    the job is cancelled, not left running with only the record naming it (the model found it on BigQuery)."""
+    if not getattr(case.make(emulator, False), "cancel_on_kill", True):
+        pytest.skip(f"{case.id} leaves jobs running on kill by default (cancel_on_kill=False)")
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, False)
+    crash_once_submitted(runner)
+    killed = runner.last_operator
+    (job,) = job_ids(case, emulator)
+    runner.ti.state = "success"  # the user's mark
+    runner.store.fail_get = True
+    killed.on_kill()
+    assert cancelled(case, emulator, job)
+
+
 # --------------------------------------------------------------------------- the schema, once
 def test_a_record_of_a_newer_release_fails_the_try_and_submits_nothing(case, emulator):
     runner = runner_for(case, emulator, False)

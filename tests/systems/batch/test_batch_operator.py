@@ -52,10 +52,12 @@ def test_lookup_matches_the_token_not_the_job_name_and_lists_the_earliest_job_fi
 
 @pytest.mark.skipif(not DURABLE, reason="the intent record exists only on a durable runtime")
 @pytest.mark.parametrize("deferrable", PATHS)
-def test_submit_job_answer_without_a_job_id_fails_at_once_and_the_retry_finds_the_job(
+def test_submit_job_answer_without_a_job_id_is_sent_again_and_converges_on_the_job_it_made(
     batch_emulator, deferrable
 ):
-    """Upstream raises "job_id was not found" before waiting; ours too, instead of storing and polling ""."""
+    """Upstream raises "job_id was not found" before waiting (and never stores or polls ""). The job may
+    exist all the same, so the try sends its token once more, looks the token up, keeps the earliest job
+    (the one whose answer lacked its id) and cancels the second."""
     batch_emulator.faults.add(
         path_contains="/batch/SubmitJob",
         status=200,
@@ -63,15 +65,13 @@ def test_submit_job_answer_without_a_job_id_fails_at_once_and_the_retry_finds_th
         after=True,  # the job was created; only the answer lacks its id
     )
     runner = TaskRunner(lambda: _batch(batch_emulator, deferrable=deferrable))
-    first = runner.run_try()
-    assert first.state == "failed" and isinstance(first.error, ValueError)
-    assert "AWS Batch job - job_id was not found" in str(first.error)
-    assert runner.store.data["airflow_durable.batch"]["state"] == "submitting"  # no id stored
-    assert batch_emulator.server.requests_to("/batch/DescribeJobs") == []  # nothing polled
-    second = runner.run_try()  # the retry finds the job by its token tag and submits nothing
-    assert second.state == "success", second.error
-    (job,) = batch_emulator.ledger.submissions()
-    assert second.result == job.external_id
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    first, second = batch_emulator.ledger.submissions()
+    assert first.token == second.token  # the same token, sent again
+    assert outcome.result == first.external_id
+    assert batch_emulator.run(second.external_id).state == "FAILED"  # terminated as a duplicate
+    assert runner.store.data["airflow_durable.batch"]["external_id"] == first.external_id
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
