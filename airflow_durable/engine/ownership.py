@@ -242,9 +242,11 @@ def may_cancel_on_kill(
             )
         return Verdict(False, f"{about} is deferred: a try waits on a job (this one or a newer one)")
     if state is None:
-        # No try has started since the clear (a started one is queued or running, and would have named
-        # itself in its note): the clear ended this trigger's logical job, whichever try deferred, and a
-        # job of an ended logical job ends now, as the sync path's on_kill ends it on ``restarting``.
+        # The kill came from a user's action and the answer says the task was cleared since, with no try
+        # started yet (a started one is queued or running, and would have named itself in its note): a
+        # mark then a clear before the answer came (a clear alone kills no trigger while the state is none:
+        # Trigger.clean_unused's SQL skips a NULL state). The mark ended this logical job, and so does the
+        # clear: its job ends now, not when the next try starts.
         return cancel(f"{about} was cleared: a new logical job begins, so this one's job ends")
     if state == RESTARTING:
         return Verdict(

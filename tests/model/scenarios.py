@@ -115,15 +115,19 @@ def act(world: World, name: str, text: str, action: Callable[[], Any]) -> Any:
 # ---------------------------------------------------------------------------- the findings
 def clear_of_deferred_reaches_new_deferral(world: World) -> str:
     """Issue 22, finding 1 (needs deferrable, SQLite trigger ids): try 1 defers on job 1; the user clears;
-    ``clean_unused`` deletes trigger row 1 before the triggerer syncs; try 2 cancels job 1, submits job 2
-    and defers, and its new trigger row gets id 1 again; the triggerer still runs the old trigger under id
-    1, which fires about job 1, and ``Trigger.submit_event`` resumes try 2 with it."""
+    the scheduler queues the task and ``clean_unused`` deletes trigger row 1 before the triggerer syncs;
+    try 2 cancels job 1, submits job 2 and defers, and its new trigger row gets id 1 again; the triggerer
+    still runs the old trigger under id 1, which fires about job 1, and ``Trigger.submit_event`` resumes
+    try 2 with it."""
     p1 = start(world)
     until_exit(world, p1)
     sync_all(world)
     act(world, "clear", "user clears the task (deferred)", world.clear)
+    # clean_unused skips a task instance with no state (SQL's NULL): the row goes once it is queued.
+    act(world, "queue", "scheduler queues the task", world.queue)
     act(world, "clean_unused_triggers", "clean unused triggers", world.clean_unused)
-    p2 = start(world)
+    p2 = world.start_try()
+    assert p2 is not None, world.log
     until_exit(world, p2)
     assert world.db.ti is not None and world.db.ti.trigger_id == 1, world.log
     sync_all(world)  # requested {1}, running {1}: the old instance stays

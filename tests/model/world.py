@@ -960,9 +960,11 @@ class World:
 
     def clean_unused(self) -> None:
         """``Trigger.clean_unused``: task instances not DEFERRED lose their ``trigger_id``; trigger rows no
-        task instance references are deleted."""
+        task instance references are deleted. The filter is SQL's ``state != 'deferred'``, which a NULL state
+        does not pass: a task instance a clear left with no state keeps its trigger (and the trigger runs
+        on) until the scheduler gives it one."""
         ti = self.db.ti
-        if ti is not None and ti.state != af.DEFERRED:
+        if ti is not None and ti.state is not None and ti.state != af.DEFERRED:
             ti.trigger_id = None
         keep = {ti.trigger_id} if ti is not None else set()
         for trigger_id in list(self.db.triggers):
