@@ -1105,19 +1105,31 @@ def run_reuse_deployment() -> dict[str, Any]:
 def _once_per_test_run(
     name: str, compute: Callable[[], dict[str, Any]], tmp_path_factory: Any
 ) -> dict[str, Any]:
-    """``compute()`` once per test run: under xdist the first worker computes, the others read."""
+    """``compute()`` once per test run: under xdist the first worker computes, the others read.
+
+    With ``AFD_LJ_RESULTS_DIR`` set, the results are also written there as ``<name>.json`` (every
+    scenario's notes, timings and log excerpts, passing or not), for a run's write-up.
+    """
     uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if not uid:
-        return compute()
+        return _kept(name, compute())
     shared = tmp_path_factory.getbasetemp().parent
     data = shared / f"logical_job-{name}-{uid}.json"
     with open(shared / f"logical_job-{name}-{uid}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if data.exists():
             return json.loads(data.read_text())
-        results = compute()
+        results = _kept(name, compute())
         data.write_text(json.dumps(results, default=str))
         return results
+
+
+def _kept(name: str, results: dict[str, Any]) -> dict[str, Any]:
+    folder = os.environ.get("AFD_LJ_RESULTS_DIR")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / f"{name}.json").write_text(json.dumps(results, indent=1, default=str))
+    return results
 
 
 @pytest.fixture(scope="module")
