@@ -9,15 +9,18 @@ from __future__ import annotations
 import os
 
 import pytest
+
+from tests.harness import DURABLE
+
+if not DURABLE:  # before hypothesis and the model import Airflow 3.3 only modules
+    pytest.skip("Airflow < 3.3: no task_state_store, nothing to model", allow_module_level=True)
+
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.harness import DURABLE
 from tests.model.machine import machine_for
 from tests.model.runtime import hypothesis_storage, quiet_logs
 from tests.model.systems import FAMILIES, EmulatorHost, cases_of
-
-pytestmark = pytest.mark.skipif(not DURABLE, reason="Airflow < 3.3: no task_state_store, nothing to model")
 
 #: Examples per family, and rules per example, in ``make test`` (AFD_MODEL_EXAMPLES overrides).
 EXAMPLES = int(os.environ.get("AFD_MODEL_EXAMPLES", "6"))

@@ -14,13 +14,16 @@ from typing import Any
 import pytest
 
 from tests.harness import DURABLE
+
+if not DURABLE:  # before hypothesis and the model import Airflow 3.3 only modules
+    pytest.skip("Airflow < 3.3: no task_state_store, nothing to model", allow_module_level=True)
+
+
 from tests.model.known import explain, gated
 from tests.model.runtime import quiet_logs
 from tests.model.scenarios import SCENARIOS
 from tests.model.systems import FAMILIES, EmulatorHost, cases_of
 from tests.model.world import World
-
-pytestmark = pytest.mark.skipif(not DURABLE, reason="Airflow < 3.3: no task_state_store, nothing to model")
 
 #: Families the scenarios run on: one with native idempotency, one with a lookup (no idempotency key).
 SCENARIO_FAMILIES = ("databricks", "batch")
