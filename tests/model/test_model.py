@@ -14,7 +14,7 @@ from tests.harness import DURABLE
 
 if not DURABLE:  # before hypothesis and the model import Airflow 3.3 only modules
     pytest.skip("Airflow < 3.3: no task_state_store, nothing to model", allow_module_level=True)
-pytest.importorskip("hypothesis", reason="the model runs in the main env (hypothesis: requirements/runtime.in)")
+pytest.importorskip("hypothesis", reason="the model runs in the main env (requirements/runtime.in)")
 
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test

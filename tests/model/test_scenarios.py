@@ -17,7 +17,7 @@ from tests.harness import DURABLE
 
 if not DURABLE:  # before hypothesis and the model import Airflow 3.3 only modules
     pytest.skip("Airflow < 3.3: no task_state_store, nothing to model", allow_module_level=True)
-pytest.importorskip("hypothesis", reason="the model runs in the main env (hypothesis: requirements/runtime.in)")
+pytest.importorskip("hypothesis", reason="the model runs in the main env (requirements/runtime.in)")
 
 
 from tests.model.known import explain, gated
