@@ -1277,6 +1277,8 @@ class World:
                 situation = "old-job-dropped-after-failed-cancel"
             elif self.named(old):  # kept in the record (e.g. its status unknown) but never cancelled
                 situation = f"old-job-left-running-named-after-{_slug(cause)}"
+            elif old.last_named is None:  # no record ever named it (its creator failed before the id write)
+                situation = f"never-recorded-old-job-survives-{_slug(cause)}"
             else:
                 situation = f"old-job-survives-{_slug(cause)}"
             self.violate(
