@@ -378,6 +378,8 @@ class World:
                     job = self.job_by_atom(atom)
                     if job is not None:
                         self._check_cancel(job, actor, bool(entry.payload.get("changed", True)))
+                if isinstance(owner, Process) and owner.pending_submit and owner.writes:
+                    owner.pending_submit = len(self._own_active(owner)) > 1  # converged once one is left
             elif entry.operation in self.case.submit_operations:  # an idempotent replay: hands a job back
                 job = self.job_by_atom(atoms(entry.external_id)[0])
                 if job is not None and isinstance(owner, Process):
@@ -393,8 +395,20 @@ class World:
     def _on_store_write(self, actor: Any) -> None:
         owner = getattr(actor, "owner", None)
         if isinstance(owner, Process):
-            owner.pending_submit = False
+            # On a system without an idempotency key the try cancels the other jobs carrying its token
+            # right after the write that names the one it keeps (`_cancel_duplicates`): until then it is
+            # still converging, as it is between its submit and that write.
+            converges = bool(getattr(owner.operator, "durable_converge_after_submit", False))
+            owner.pending_submit = converges and len(self._own_active(owner)) > 1
             owner.writes += 1
+
+    def _own_active(self, process: Process) -> list[str]:
+        """The still-active jobs of ``process``'s logical job that it knows."""
+        return [
+            key
+            for key in process.knows
+            if (job := self.jobs.get(key)) is not None and job.lj == process.lj and self.active(job)
+        ]
 
     def is_status_read(self, park: Any) -> bool:
         """Whether a park is a status read of the service (a try polling, a trigger, a decision)."""
