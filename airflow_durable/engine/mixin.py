@@ -42,7 +42,7 @@ from airflow_durable.engine.errors import (
     JobNotFoundError,
 )
 from airflow_durable.engine.identity import DurableToken, TryIdentity, new_salt, parse_time, same_epoch
-from airflow_durable.engine.ownership import GONE, Knowledge, Origin, Read, Verdict, may_cancel
+from airflow_durable.engine.ownership import GONE, UNASKED, Knowledge, Origin, Read, Verdict, may_cancel
 from airflow_durable.engine.record import (
     RECORD_SCHEMA,
     JobRecord,
@@ -772,7 +772,7 @@ class DurableJobEngine:
             return GONE
         except Exception as err:
             self.log.warning("task %s: could not ask Airflow for the task's state (%s)", self.task_id, err)
-            return None
+            return UNASKED
 
     def _may_cancel(
         self,

@@ -39,6 +39,7 @@ __all__ = [
     "Knowledge",
     "Origin",
     "Read",
+    "UNASKED",
     "TryAnswer",
     "Verdict",
     "may_cancel",
@@ -50,6 +51,8 @@ __all__ = [
 ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 #: A task instance the user cleared while it ran: Airflow terminates the try and starts a new one.
 RESTARTING = "restarting"
+#: `Knowledge.task_state` when Airflow was not asked (or did not answer): nothing is known.
+UNASKED = "<not asked>"
 #: What `Knowledge.task_state` is when Airflow no longer knows the task instance (DAG run deleted).
 GONE = "<gone>"
 
@@ -78,8 +81,9 @@ class Knowledge:
     read: Read
     record: JobRecord | None = None  # with Read.OK
     #: Airflow's state of the task instance, asked when the record was not found or could not be read
-    #: (`GONE`: unknown to Airflow; ``None``: not asked, or the question failed).
-    task_state: str | None = None
+    #: (`GONE`: unknown to Airflow; ``None``: no state, i.e. cleared and no try started since; `UNASKED`:
+    #: not asked, or the question failed).
+    task_state: str | None = UNASKED
 
 
 @dataclass(frozen=True)
@@ -157,8 +161,13 @@ def _by_task_state(state: str | None) -> Verdict:
         return Verdict(True, "the task was cleared while it ran: a new logical job begins")
     if state in ENDED_STATES:
         return Verdict(True, f"the task instance is {state}: no try waits on the job any more")
-    if state is None:
+    if state == UNASKED:
         return Verdict(False, "its record is not readable by this try and the task's state is unknown")
+    if state is None:
+        # Cleared, and no try started since (a started one is queued or running): no try of the cleared
+        # logical job will wait on the job again, and none of the next one can have reached it (a clear
+        # starts a new epoch, whose tokens differ).
+        return Verdict(True, "the task was cleared and no try has started since: a new logical job begins")
     return Verdict(
         False,
         f"the record is not readable by this try while its task instance lives on ({state}): a newer try "

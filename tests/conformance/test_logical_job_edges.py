@@ -418,6 +418,41 @@ def test_a_read_that_fails_right_after_the_submit_leaves_the_job_recorded(case, 
     ), record
 
 
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_try_whose_task_was_marked_and_cleared_before_its_id_write_cancels_its_job(
+    case, emulator, deferrable
+):
+    """The user marks the running task and clears it while the try is between its submit and its id write
+    (before the heartbeat's SIGTERM): the write fails (the task-instance id is superseded), and Airflow says
+    the task has no state: cleared, no try started since. The next try is a new logical job and never
+    reaches this job by its token, so the try that made it cancels it (make explore found it on EMR steps:
+    it was left running, named by nothing)."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    reached, release = runner.store.hold_when(record_state("submitted"))
+    operator, context = runner.start_try()
+    errors: list[BaseException] = []
+
+    def execute() -> None:
+        try:
+            operator.execute(context)
+        except BaseException as err:  # noqa: BLE001 - the test inspects it
+            errors.append(err)
+
+    thread = threading.Thread(target=execute)
+    thread.start()
+    try:
+        assert reached.wait(60)
+        runner.new_ti_id()  # the mark, then the clear: a new task-instance id, no state
+        runner.ti.state = None
+    finally:
+        release.set()
+        thread.join(60)
+    (job,) = job_ids(case, emulator)
+    assert len(errors) == 1 and isinstance(errors[0], DurableStateError), errors
+    assert cancelled(case, emulator, job)
+
+
 def test_a_mark_while_running_ends_the_job_even_when_the_record_cannot_be_read(case, emulator):
     """The user marks a running (sync) task success; the SIGTERM's on_kill cannot read its record (the
     execution API fails). Airflow says the task instance ended, and an ended task instance waits on no job:

@@ -107,9 +107,10 @@ NEXT_ISSUE: dict[str, str] = {
 #: situations"); the clear listener and the trace-carrier clear mark emptied it of everything else.
 IMPOSSIBLE_ON_AIRFLOW_3_3: dict[str, str] = {
     "5:mark-then-clear-running-on-kill-left-job": (
-        "N4: the user marks a running task, then clears it before the try's next heartbeat. The SIGTERM's "
-        "on_kill cannot read its record (its task-instance id is superseded) and GetTaskStates answers "
-        "scheduled/queued/running, exactly what it answers a zombie whose retry reconnected to the job by "
+        "N4 once the clear's new try has started: the user marks a running task, then clears it before the "
+        "try's next heartbeat. The SIGTERM's on_kill cannot read its record (its task-instance id is "
+        "superseded); with no state yet it cancels, but a new try's scheduled/queued/running is exactly "
+        "what Airflow answers about a zombie whose retry reconnected to the job by "
         "its token (finding 4): cancelling would end that retry's job. The job stays named by the record, "
         "and the clear's new try, a new epoch, ends it as it starts (the new-epoch cells of "
         "tests/conformance/test_logical_job_edges.py)"

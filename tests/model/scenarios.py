@@ -383,14 +383,29 @@ def record_deleted_then_retry(world: World) -> str:
     return _old_job_succeeds_then_try_2_ends(world, p2, suffix)  # type: ignore[return-value]
 
 
-def mark_then_clear_before_sigterm(world: World) -> str:
-    """N4 (engine, open): the user marks the running task success, then clears it before the try's next
-    heartbeat; the SIGTERM's on_kill cannot read its record (its id is superseded) and sees a try to come,
-    so it leaves the job to that try."""
+def mark_then_clear_before_sigterm(world: World) -> str | None:
+    """N4: the user marks the running task success, then clears it before the try's next heartbeat; the
+    SIGTERM's on_kill cannot read its record (its id is superseded). Airflow answers that the task has no
+    state (cleared, no try started since), so on_kill cancels the job (fixed: it used to leave the job to
+    the try to come)."""
     p1 = start(world)
     until_waiting(world, p1)
     act(world, "mark", "user marks the task success (running)", lambda: world.mark(af.SUCCESS))
     act(world, "clear", "user clears the task (success)", world.clear)
+    act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
+    until_killer_done(world, p1)
+    return None
+
+
+def mark_then_clear_then_a_new_try_before_sigterm(world: World) -> str:
+    """N4's remaining case, a limit of Airflow 3.3: as above, but the clear's new try is already running
+    when the SIGTERM's on_kill asks: "running" is what a zombie's retry that reconnected by its token
+    shows too, so on_kill leaves the job to that try, which ends it as it starts (a new epoch)."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(world, "mark", "user marks the task success (running)", lambda: world.mark(af.SUCCESS))
+    act(world, "clear", "user clears the task (success)", world.clear)
+    start(world)
     act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
     until_killer_done(world, p1)
     return "5:mark-then-clear-running-on-kill-left-job"
@@ -480,6 +495,10 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     ),
     "record_deleted_then_retry": (record_deleted_then_retry, {"retries": 1}),
     "mark_then_clear_before_sigterm": (mark_then_clear_before_sigterm, {"deferrable": False, "retries": 0}),
+    "mark_then_clear_then_a_new_try_before_sigterm": (
+        mark_then_clear_then_a_new_try_before_sigterm,
+        {"deferrable": False, "retries": 0},
+    ),
     "sigtermed_try_submits": (sigtermed_try_submits, {"deferrable": False, "retries": 1}),
     "clear_after_retries_lowered": (clear_after_retries_lowered, {"deferrable": True, "retries": 2}),
     "status_read_fails_before_the_id_write": (
