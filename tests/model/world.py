@@ -1418,6 +1418,8 @@ class World:
         marked = [x for x in self.ljs if x.number > instance.lj and x.cause.startswith("mark")]
         if not marked:
             return
+        if any(instance.lj < x.number < marked[0].number and x.cause.startswith("run") for x in self.ljs):
+            return  # the mark is of a re-created run's task instance: the trigger's went with its run ((3))
         # A clear after the mark and a new try begun before the trigger decided (it cleared the XComs
         # before the trigger's note was written): the trigger cannot tell that try from its own.
         cleared = any(x.number > marked[0].number and x.cause.startswith("clear") for x in self.ljs) and any(
