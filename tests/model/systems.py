@@ -199,6 +199,9 @@ def text_atoms(text: str) -> set[str]:
 
 def request_text(request: Any, answer: Any) -> str:
     parts = [str(request.path), " ".join(f"{k}={v}" for k, v in (request.query or {}).items())]
+    # The emulator's own reading of the request (AWS REST routes carry ids in the URL it rewrote).
+    for named in (getattr(request, "params", None), getattr(request, "path_params", None)):
+        parts.append(" ".join(f"{k}={v}" for k, v in (named or {}).items()))
     body = getattr(request, "body", b"") or b""
     parts.append(body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body))
     if answer is not None:
