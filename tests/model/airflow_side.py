@@ -179,10 +179,15 @@ def dag_run_carrier() -> dict[str, str]:
 
 
 def task_run_carrier(dag_run_carrier: dict[str, str]) -> dict[str, str]:
-    """Airflow's own ``new_task_run_carrier`` (with no OpenTelemetry SDK configured: the run's carrier)."""
-    from airflow._shared.observability.traces import new_task_run_carrier
+    """What Airflow's ``new_task_run_carrier`` gives with no OpenTelemetry SDK configured (``[traces]
+    otel_on`` off, the default): the run's carrier (its no-op span carries the parent's context).
 
-    return dict(new_task_run_carrier(dag_run_carrier))
+    Not computed by calling it: that goes through the process-wide tracer provider, and a full ``make
+    test`` once gave the model a new carrier for a clear without a run reset (a test that passes alone),
+    i.e. a recording tracer in that worker; the model's Airflow must not depend on what another test did.
+    With OpenTelemetry on, every clear gives a new carrier, which only helps the engine.
+    """
+    return dict(dag_run_carrier)
 
 
 # ---------------------------------------------------------------------------- the supervisor channel
