@@ -22,6 +22,11 @@ from __future__ import annotations
 KNOWN_VIOLATIONS: dict[str, str] = {}
 
 NEXT_ISSUE: dict[str, str] = {
+    "1:two-live-jobs-after-*": (
+        "a try that began before an outside hand deleted the record (retention, the Storage tab, a deleted "
+        "run) finds no record and, as a new lifetime, submits anew while the older job runs on untracked: "
+        "only a lookup of that job by the task instance's identity ends it"
+    ),
     "5:never-recorded-old-job-survives-*": (
         "a job no record ever named (its creator failed before writing its id: the lost answer with a failed "
         "resend, above) outlives a clear: the new logical job's try keeps the older intent's token in "
