@@ -1132,46 +1132,40 @@ def _kept(name: str, results: dict[str, Any]) -> dict[str, Any]:
     return results
 
 
-@pytest.fixture(scope="module")
-def main(tmp_path_factory: Any) -> dict[str, Any]:
-    results = _once_per_test_run("main", run_main_deployment, tmp_path_factory)
+def _summarised(results: dict[str, Any], title: str) -> dict[str, Any]:
+    """A deployment's results, its time and trigger timings added to the session's summary."""
     SUMMARIES.append(
         {
-            "scenario": "logical job: main deployment",
+            "scenario": title,
             "seconds": results["deployment"]["total_seconds"],
             "note_ms": results["deployment"].get("note_ms"),
             "answer_ms": results["deployment"].get("answer_ms"),
         }
     )
     return results
+
+
+@pytest.fixture(scope="module")
+def main(tmp_path_factory: Any) -> dict[str, Any]:
+    return _summarised(
+        _once_per_test_run("main", run_main_deployment, tmp_path_factory), "logical job: main deployment"
+    )
 
 
 @pytest.fixture(scope="module")
 def second(tmp_path_factory: Any) -> dict[str, Any]:
-    results = _once_per_test_run("second", run_second_deployment, tmp_path_factory)
-    SUMMARIES.append(
-        {
-            "scenario": "logical job: second deployment",
-            "seconds": results["deployment"]["total_seconds"],
-            "note_ms": results["deployment"].get("note_ms"),
-            "answer_ms": results["deployment"].get("answer_ms"),
-        }
+    return _summarised(
+        _once_per_test_run("second", run_second_deployment, tmp_path_factory),
+        "logical job: second deployment",
     )
-    return results
 
 
 @pytest.fixture(scope="module")
 def reuse(tmp_path_factory: Any) -> dict[str, Any]:
-    results = _once_per_test_run("reuse", run_reuse_deployment, tmp_path_factory)
-    SUMMARIES.append(
-        {
-            "scenario": "logical job: SQLite trigger-id deployment",
-            "seconds": results["deployment"]["total_seconds"],
-            "note_ms": results["deployment"].get("note_ms"),
-            "answer_ms": results["deployment"].get("answer_ms"),
-        }
+    return _summarised(
+        _once_per_test_run("reuse", run_reuse_deployment, tmp_path_factory),
+        "logical job: SQLite trigger-id deployment",
     )
-    return results
 
 
 # =========================================================================== assertions

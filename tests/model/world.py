@@ -1173,10 +1173,9 @@ class World:
                 predicate=self._cancel_seen,
             )
         else:
-            ops = sorted(case.submit_operations)
 
             def lose_answer(request: Any) -> bool:
-                if not _is_submit(request, ops, aws):
+                if not case.is_submit(request):
                     return False
                 self._answer_lost_by = self.coop.current
                 return True
@@ -1482,23 +1481,6 @@ class World:
                     f"{process.name}'s on_kill ran after a "
                     f"{marked[0].cause} but job {job.ledger_id} still runs",
                 )
-
-
-def _is_submit(request: Any, operations: list[str], aws: bool) -> bool:
-    path = str(request.path)
-    if "cancel" in path.lower():
-        return False
-    if aws:
-        return any(path.endswith(f"/{op}") for op in operations)
-    markers = {
-        "runs/submit": "runs/submit",
-        "run-now": "run-now",
-        "statements": "/statements",
-        "jobs.insert": "/jobs",
-        "jobs/run": "/run",
-        "jobs/rerun": "/rerun",
-    }
-    return any(markers.get(op, op) in path for op in operations)
 
 
 def _fate(holder: Any) -> str:
