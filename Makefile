@@ -9,6 +9,8 @@
 #                      an .in changed); make lock-upgrade moves every pin to the newest release
 #   make docs          build the docs site strictly (any warning fails) into $(DOCS_SITE)
 #   make lint          mypy airflow_durable, ruff check ., ruff format --check . (main env; tools locked)
+#   make explore       the model of the task-instance lifecycle run long: EXPLORE_STEPS (default 10000)
+#                      rule steps per system family, every distinct violation shrunk (docs/dev/model.md)
 #   make catalogue-docs  rewrite the README/docs tables generated from airflow_durable/catalogue.py
 #   make runtime-tier  the reliability matrix on PostgreSQL + CeleryExecutor + 2 triggerers, for one
 #                      group of systems (RUNTIME_GROUP: unset = picked by the commit hash, all, i/n,
@@ -65,7 +67,7 @@ COMPILE := $(UV) pip compile --quiet --python-version 3.11 \
 
 venv_of = $(if $(filter $(MAIN),$(1)),.venv,.venv-$(1))
 
-.PHONY: demo docs lint catalogue-docs runtime-tier reliability test test-matrix envs lock lock-upgrade clean uv $(addprefix test-,$(MAIN) $(MATRIX)) \
+.PHONY: demo docs lint explore catalogue-docs runtime-tier reliability test test-matrix envs lock lock-upgrade clean uv $(addprefix test-,$(MAIN) $(MATRIX)) \
 	$(addprefix env-,$(MAIN) $(MATRIX))
 
 # --- uv bootstrap ---------------------------------------------------------------------------
@@ -161,6 +163,17 @@ lint: $(call venv_of,$(MAIN))/.synced
 	echo ">> ruff check ."; $(call venv_of,$(MAIN))/bin/ruff check . || rc=1; \
 	echo ">> ruff format --check ."; $(call venv_of,$(MAIN))/bin/ruff format --check . || rc=1; \
 	exit $$rc
+
+# --- the model (tests/model, docs/dev/model.md) ----------------------------------------------
+# `make test` runs a few examples per family; this runs the same state machines for EXPLORE_STEPS rule
+# steps per family and prints steps, transitions taken and every violation with its minimal sequence
+# (EXPLORE_ARGS: e.g. --families databricks,batch --json model.json). Exits 1 on a violation not listed
+# in tests/model/known.py. Each run explores new examples (no seed is fixed).
+EXPLORE_STEPS ?= 10000
+EXPLORE_ARGS ?=
+explore: $(call venv_of,$(MAIN))/.synced
+	AIRFLOW__CORE__LOAD_EXAMPLES=False nice -n 5 $(call venv_of,$(MAIN))/bin/python -m tests.model.explore \
+		--steps $(EXPLORE_STEPS) $(EXPLORE_ARGS)
 
 # The tables between <!-- catalogue:... --> markers in README.md and docs/ (tests/test_catalogue.py
 # fails when they are stale).

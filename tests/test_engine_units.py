@@ -261,10 +261,18 @@ def _held(state="submitted", job=11, owner=3, token="tok", **fields):
         pytest.param(
             11,
             Origin.TRACKED,
-            Knowledge(Read.NOT_FOUND, task_state=None),
+            Knowledge(Read.NOT_FOUND),
             False,
             "unknown",
             id="state-unknown",
+        ),
+        pytest.param(
+            11,
+            Origin.SUBMITTED,
+            Knowledge(Read.NOT_FOUND, task_state=None),
+            True,
+            "cleared and no try has started since",
+            id="cleared-no-try-since",
         ),
         pytest.param(
             11,

@@ -45,7 +45,7 @@ from airflow_durable.engine.errors import (
     JobNotFoundError,
 )
 from airflow_durable.engine.identity import DurableToken, TryIdentity, new_salt, parse_time, same_epoch
-from airflow_durable.engine.ownership import GONE, Knowledge, Origin, Read, Verdict, may_cancel
+from airflow_durable.engine.ownership import GONE, UNASKED, Knowledge, Origin, Read, Verdict, may_cancel
 from airflow_durable.engine.record import (
     RECORD_SCHEMA,
     JobRecord,
@@ -617,6 +617,16 @@ class DurableJobEngine:
             upgraded_from=None,
         )
 
+    def _record_job(self, store: StateStore, record: JobRecord, job: Any) -> None:
+        """Store the id of the job this try holds; if that fails, cancel the job where this try may, and
+        raise the write's `DurableStateError`."""
+        try:
+            self._write_job_id(store, record, what=f"job id {job!r}")
+        except DurableStateError as err:
+            self._cancel_unrecorded(job, err)
+            raise
+        self._durable_recorded = True
+
     def _write_job_id(self, store: StateStore, record: JobRecord, what: str) -> None:
         """Write a record that names a job this try holds, once more if the first write fails: a job whose
         id is not stored is cancelled, and if that cancel fails too it runs on named by nothing."""
@@ -785,7 +795,7 @@ class DurableJobEngine:
             return GONE
         except Exception as err:
             self.log.warning("task %s: could not ask Airflow for the task's state (%s)", self.task_id, err)
-            return None
+            return UNASKED
 
     def _may_cancel(
         self,
@@ -1158,11 +1168,9 @@ class DurableJobEngine:
             submitted_at=_iso(_utcnow()),
         )
         try:
-            self._write_job_id(store, held, what=f"job id {job!r}")
-        except DurableStateError as write_err:
-            self._cancel_unrecorded(job, write_err)
+            self._record_job(store, held, job)
+        except DurableStateError:
             return
-        self._durable_recorded = True
         self.log.error(
             "task %s: recorded job %s before failing (%s: %s): the next try reconnects to it",
             self.task_id,
@@ -1233,12 +1241,7 @@ class DurableJobEngine:
         )
         if gen.resumed:
             submitted = self._stamp(submitted, intent, gen.decision)
-        try:
-            self._write_job_id(store, submitted, what=f"job id {job!r}")
-        except DurableStateError as err:
-            self._cancel_unrecorded(job, err)
-            raise
-        self._durable_recorded = True
+        self._record_job(store, submitted, job)
         self.log.info("task %s: submitted job %s", self.task_id, job)
         return self._cancel_duplicates(store, submitted, duplicates, own=submitted_id)
 

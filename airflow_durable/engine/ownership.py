@@ -39,6 +39,7 @@ __all__ = [
     "Knowledge",
     "Origin",
     "Read",
+    "UNASKED",
     "TryAnswer",
     "Verdict",
     "may_cancel",
@@ -50,6 +51,8 @@ __all__ = [
 ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 #: A task instance the user cleared while it ran: Airflow terminates the try and starts a new one.
 RESTARTING = "restarting"
+#: `Knowledge.task_state` when Airflow was not asked (or did not answer): nothing is known.
+UNASKED = "<not asked>"
 #: What `Knowledge.task_state` is when Airflow no longer knows the task instance (DAG run deleted).
 GONE = "<gone>"
 
@@ -78,8 +81,9 @@ class Knowledge:
     read: Read
     record: JobRecord | None = None  # with Read.OK
     #: Airflow's state of the task instance, asked when the record was not found or could not be read
-    #: (`GONE`: unknown to Airflow; ``None``: not asked, or the question failed).
-    task_state: str | None = None
+    #: (`GONE`: unknown to Airflow; ``None``: no state, i.e. cleared and no try started since; `UNASKED`:
+    #: not asked, or the question failed).
+    task_state: str | None = UNASKED
 
 
 @dataclass(frozen=True)
@@ -157,8 +161,13 @@ def _by_task_state(state: str | None) -> Verdict:
         return Verdict(True, "the task was cleared while it ran: a new logical job begins")
     if state in ENDED_STATES:
         return Verdict(True, f"the task instance is {state}: no try waits on the job any more")
-    if state is None:
+    if state == UNASKED:
         return Verdict(False, "its record is not readable by this try and the task's state is unknown")
+    if state is None:
+        # Cleared, and no try started since (a started one is queued or running): no try of the cleared
+        # logical job will wait on the job again, and none of the next one can have reached it (a clear
+        # starts a new epoch, whose tokens differ).
+        return Verdict(True, "the task was cleared and no try has started since: a new logical job begins")
     return Verdict(
         False,
         f"the record is not readable by this try while its task instance lives on ({state}): a newer try "
@@ -242,9 +251,11 @@ def may_cancel_on_kill(
             )
         return Verdict(False, f"{about} is deferred: a try waits on a job (this one or a newer one)")
     if state is None:
-        # No try has started since the clear (a started one is queued or running, and would have named
-        # itself in its note): the clear ended this trigger's logical job, whichever try deferred, and a
-        # job of an ended logical job ends now, as the sync path's on_kill ends it on ``restarting``.
+        # The kill came from a user's action and the answer says the task was cleared since, with no try
+        # started yet (a started one is queued or running, and would have named itself in its note): a
+        # mark then a clear before the answer came (a clear alone kills no trigger while the state is none:
+        # Trigger.clean_unused's SQL skips a NULL state). The mark ended this logical job, and so does the
+        # clear: its job ends now, not when the next try starts.
         return cancel(f"{about} was cleared: a new logical job begins, so this one's job ends")
     if state == RESTARTING:
         return Verdict(

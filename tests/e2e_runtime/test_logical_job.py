@@ -10,7 +10,8 @@ cancelled, runs left running) and from the metadata DB (task state, tries, the t
    ``airflow state-store clean`` after its retention, then a clear (c).
 2. A user's clear or mark starts a new logical job and never fails the task: clear while deferred (a),
    mark success while the triggerer is stalled then clear (b), ``retries`` lowered in the DAG file
-   then clear (c).
+   then clear (c), the same while the task is deferred (d). For each clear, who cancelled the old job
+   and how long after the clear's request (`cancel_account`).
 3. Only the owner cancels: a zombie try's ``on_kill`` (a), a triggerer that lost its trigger to another
    triggerer (b, apache/airflow#73454).
 4. ``execution_timeout`` is enforced while deferred.
@@ -71,6 +72,8 @@ pytestmark = pytest.mark.runtime
 DAG_FILE = Path(__file__).resolve().parent / "dags" / "logical_job.py"
 TASK_ID = "submit_run"
 LOWER_RETRIES_DAG = "lj_lower_retries"
+#: Scenario 2d: ``retries`` lowered while the task is deferred, then the deferred task cleared.
+LOWER_RETRIES_DEFERRED_DAG = "lj_lower_retries_deferred"
 MAIN_DAGS = (
     "lj_rerun_deleted",
     "lj_retention_clean",
@@ -214,6 +217,11 @@ class Case:
     def trigger(self) -> None:
         actions.trigger_dag_run(self.dep, self.dag_id, self.run_id)
         self.note("triggered")
+
+    def clear(self, **options: Any) -> None:
+        """The user's clear of the task (REST API), timed: `cancel_account` counts from its request."""
+        self.result["cleared_at"] = time.time()
+        actions.clear_task(self.dep, self.dag_id, self.run_id, TASK_ID, **options)
 
     def ti(self) -> dict[str, Any] | None:
         rows = self.dep.query(
@@ -376,6 +384,8 @@ class Case:
                 "seconds": round(time.monotonic() - self.started, 1),
             }
         )
+        if runs and "cleared_at" in self.result:
+            self.result.update(cancel_account(self, runs[0].run_id, self.result["cleared_at"]))
         return self.result
 
     def logs(self) -> str:
@@ -468,7 +478,7 @@ def s2a_clear_deferred(
     with triggerer_quiet, dep.paused("triggerer") as stops:
         for c in cases:
             c.result["triggerer_stops"] = stops
-            actions.clear_task(dep, c.dag_id, c.run_id, TASK_ID)
+            c.clear()
             c.note("cleared the deferred task (triggerer stalled)")
         for c in cases:
             c.wait_decided(2)
@@ -519,7 +529,7 @@ def s2a_trigger_id(dep: Deployment, dbx: DatabricksEmulator, dag_id: str, forced
         )
         with dep.paused("triggerer") as stops:
             c.result["triggerer_stops"] = stops
-            actions.clear_task(dep, c.dag_id, c.run_id, TASK_ID)
+            c.clear()
             c.note("cleared the deferred task (triggerer stalled)")
             c.wait(lambda: hold.hits == 1, "try 2's submit (held)", until_end=True)
             c.note(f"try 2 submits (held {HELD_SUBMIT:.0f}s): {c.ti()}")
@@ -538,7 +548,7 @@ def s2a_trigger_id(dep: Deployment, dbx: DatabricksEmulator, dag_id: str, forced
             c.wait_decided(2)
             c.note(f"try 2 decided while the triggerer is stalled: {c.ti()}")
     else:
-        actions.clear_task(dep, c.dag_id, c.run_id, TASK_ID)
+        c.clear()
         c.note("cleared the deferred task")
         c.wait_decided(2)
     new = c.ti()
@@ -589,6 +599,72 @@ def trigger_timings(dep: Deployment) -> dict[str, list[int]]:
     return {"note_ms": notes, "answer_ms": answers}
 
 
+_STAMP_RE = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)")
+
+
+def _stamp(line: str) -> float | None:
+    """The epoch seconds a log line was written at (its first zoned ISO timestamp), if it has one."""
+    found = _STAMP_RE.search(line)
+    if found is None:
+        return None
+    try:
+        return datetime.fromisoformat(found.group(0).replace(" ", "T")).timestamp()
+    except ValueError:
+        return None
+
+
+def cancel_account(c: Case, job: int, since: float) -> dict[str, Any]:
+    """Who ended job ``job`` after the user's action at ``since`` (epoch seconds), and when.
+
+    The emulator's ledger has every cancel call's time but not its caller (the trigger and the task both
+    cancel through the hook's sync client), so the callers come from the logs: the owned trigger's kill
+    verdict ("cancelling job N of task T: <reason> (answered in X ms)", in the trigger's log file or, once
+    Airflow closed it, only in the triggerer's own log) and a try's "cancelled job N: <why>".
+    """
+    root = c.dep.home / "logs" / f"dag_id={c.dag_id}" / f"run_id={c.run_id}" / f"task_id={TASK_ID}"
+    verdict_re = re.compile(rf"(not )?cancelling job {job} of task {TASK_ID}: (.*?) \(answered in (\d+) ms\)")
+    cancelled_re = re.compile(rf"task {TASK_ID}: cancell(?:ed|ing) job {job}(?::| on kill:?) ?([^\"]*)")
+
+    def after(line: str) -> float | None:
+        at = _stamp(line)
+        return round(at - since, 2) if at is not None else None
+
+    verdicts: dict[tuple[bool, str], dict[str, Any]] = {}
+    for path in [*sorted(root.glob("attempt=*.log.trigger.*.log")), c.dep.logs / "triggerer.log"]:
+        with contextlib.suppress(OSError):
+            for line in path.read_text(errors="replace").splitlines():
+                if (m := verdict_re.search(line)) is not None:
+                    verdicts.setdefault(
+                        (m.group(1) is None, m.group(2)),
+                        {
+                            "cancel": m.group(1) is None,
+                            "reason": m.group(2),
+                            "answer_ms": int(m.group(3)),
+                            "after_action": after(line),
+                        },
+                    )
+    tries: list[dict[str, Any]] = []
+    for path in sorted(root.glob("attempt=*.log")):
+        name = re.fullmatch(r"attempt=(\d+)\.log", path.name)
+        if name is not None:
+            for line in path.read_text(errors="replace").splitlines():
+                if (m := cancelled_re.search(line)) is not None:
+                    tries.append(
+                        {"try": int(name.group(1)), "why": m.group(1)[:200], "after_action": after(line)}
+                    )
+    calls = sorted(e.at for e in c.dbx.ledger.select(operation="runs/cancel") if e.external_id == job)
+    by = (["trigger"] if any(v["cancel"] for v in verdicts.values()) else []) + sorted(
+        {f"try {t['try']}" for t in tries}
+    )
+    return {
+        "old_run_cancelled_by": "+".join(by) or None,
+        "action_to_cancel_seconds": round(calls[0] - since, 2) if calls else None,
+        "cancel_calls_after_action": [round(at - since, 2) for at in calls],
+        "trigger_verdicts": list(verdicts.values()),
+        "try_cancels": tries,
+    }
+
+
 def settled_after_mark(c: Case) -> None:
     """Wait until the scheduler ended the DAG run whose only task a user marked (success or failed).
 
@@ -627,7 +703,7 @@ def s2b_mark(dep: Deployment, dbx: DatabricksEmulator, triggerer_quiet: threadin
         # finishing it, the run can stay "success" with the task instance cleared and never scheduled
         # (Airflow's race, see `settled_after_mark`).
         settled_after_mark(running)
-        actions.clear_task(dep, running.dag_id, running.run_id, TASK_ID)
+        running.clear()
         running.note("cleared (triggerer stalled)")
         running.wait_decided(2)
         running.note(f"try 2 decided while the triggerer is stalled: {running.ti()}")
@@ -671,6 +747,39 @@ def s2c_lower_retries(dep: Deployment, dbx: DatabricksEmulator) -> dict[str, Any
     c.wait_decided(2)
     c.finish_and_wait_end()
     return {"2c": c.conclude()}
+
+
+def s2d_lower_retries_deferred(dep: Deployment, dbx: DatabricksEmulator) -> dict[str, Any]:
+    """``retries`` lowered (2 -> 1) while try 1 is deferred on a running job, then the deferred task
+    cleared on the latest DAG version. Airflow sets ``max_tries = try_number + retries`` = 1 + 1, the
+    same 2 as before, and the run's ``clear_number`` is what a retry sees too: by that arithmetic the
+    next try looks like a retry of the same logical job and reconnected to the old run (model finding
+    N8). The task instance's trace carrier, which the clear renews, tells it apart."""
+    c = Case(dep, dbx, LOWER_RETRIES_DEFERRED_DAG)
+    c.trigger()
+    c.wait_deferred(1)
+    c.result["max_tries_before"] = c.ti()["max_tries"]
+    versions = dep.query("SELECT count(*) FROM dag_version WHERE dag_id=?", (c.dag_id,))[0][0]
+    (dep.dags_folder / f"{LOWER_RETRIES_DEFERRED_DAG}.py").write_text(
+        LOWER_RETRIES_TEMPLATE.format(dag_id=LOWER_RETRIES_DEFERRED_DAG, retries=1)
+    )
+    c.note("rewrote the DAG file: retries 2 -> 1 (try 1 deferred)")
+    c.wait(
+        lambda: dep.query("SELECT count(*) FROM dag_version WHERE dag_id=?", (c.dag_id,))[0][0] > versions,
+        "the dag-processor to serialize the new version",
+        60,
+    )
+    c.result["state_before_clear"] = c.ti()["state"]
+    c.clear(run_on_latest_version=True)
+    c.note("cleared the deferred task on the latest DAG version")
+    c.result["max_tries_after"] = c.ti()["max_tries"]
+    c.wait_decided(2)
+    run1 = c.runs()[0]
+    with contextlib.suppress(DeploymentError):
+        c.wait(lambda: run1.cancelled, f"run {run1.run_id} cancelled", 30, until_end=True)
+    c.note(f"run {run1.run_id} cancelled={run1.cancelled}")
+    c.finish_and_wait_end()
+    return {"2d": c.conclude()}
 
 
 def s3a_zombie(dep: Deployment, dbx: DatabricksEmulator, dag_id: str, operator: str) -> dict[str, Any]:
@@ -890,10 +999,13 @@ def run_main_deployment() -> dict[str, Any]:
     with _emulator() as dbx:
         dep = _deploy(
             MAIN_ENV,
-            {f"{LOWER_RETRIES_DAG}.py": LOWER_RETRIES_TEMPLATE.format(dag_id=LOWER_RETRIES_DAG, retries=2)},
+            {
+                f"{name}.py": LOWER_RETRIES_TEMPLATE.format(dag_id=name, retries=2)
+                for name in (LOWER_RETRIES_DAG, LOWER_RETRIES_DEFERRED_DAG)
+            },
         )
         try:
-            _start(dep, (*MAIN_DAGS, LOWER_RETRIES_DAG))
+            _start(dep, (*MAIN_DAGS, LOWER_RETRIES_DAG, LOWER_RETRIES_DEFERRED_DAG))
             up = time.monotonic() - started
             quiet = threading.Lock()
             results = _run_concurrently(
@@ -903,6 +1015,7 @@ def run_main_deployment() -> dict[str, Any]:
                     "2a": (s2a_clear_deferred, (dep, dbx, quiet)),
                     "2b": (s2b_mark, (dep, dbx, quiet)),
                     "2c": (s2c_lower_retries, (dep, dbx)),
+                    "2d": (s2d_lower_retries_deferred, (dep, dbx)),
                     "3a": (s3a_zombie, (dep, dbx, "lj_zombie_sync", "durable")),
                     "3a_upstream": (s3a_zombie, (dep, dbx, "lj_zombie_sync_upstream", "upstream")),
                     "4": (s4_execution_timeout, (dep, dbx)),
@@ -993,61 +1106,67 @@ def run_reuse_deployment() -> dict[str, Any]:
 def _once_per_test_run(
     name: str, compute: Callable[[], dict[str, Any]], tmp_path_factory: Any
 ) -> dict[str, Any]:
-    """``compute()`` once per test run: under xdist the first worker computes, the others read."""
+    """``compute()`` once per test run: under xdist the first worker computes, the others read.
+
+    With ``AFD_LJ_RESULTS_DIR`` set, the results are also written there as ``<name>.json`` (every
+    scenario's notes, timings and log excerpts, passing or not), for a run's write-up.
+    """
     uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if not uid:
-        return compute()
+        return _kept(name, compute())
     shared = tmp_path_factory.getbasetemp().parent
     data = shared / f"logical_job-{name}-{uid}.json"
     with open(shared / f"logical_job-{name}-{uid}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if data.exists():
             return json.loads(data.read_text())
-        results = compute()
+        results = _kept(name, compute())
         data.write_text(json.dumps(results, default=str))
         return results
 
 
-@pytest.fixture(scope="module")
-def main(tmp_path_factory: Any) -> dict[str, Any]:
-    results = _once_per_test_run("main", run_main_deployment, tmp_path_factory)
+def _kept(name: str, results: dict[str, Any]) -> dict[str, Any]:
+    folder = os.environ.get("AFD_LJ_RESULTS_DIR")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / f"{name}.json").write_text(json.dumps(results, indent=1, default=str))
+    return results
+
+
+def _summarised(results: dict[str, Any], title: str) -> dict[str, Any]:
+    """A deployment's results, its time and trigger timings added to the session's summary."""
     SUMMARIES.append(
         {
-            "scenario": "logical job: main deployment",
+            "scenario": title,
             "seconds": results["deployment"]["total_seconds"],
             "note_ms": results["deployment"].get("note_ms"),
             "answer_ms": results["deployment"].get("answer_ms"),
         }
     )
     return results
+
+
+@pytest.fixture(scope="module")
+def main(tmp_path_factory: Any) -> dict[str, Any]:
+    return _summarised(
+        _once_per_test_run("main", run_main_deployment, tmp_path_factory), "logical job: main deployment"
+    )
 
 
 @pytest.fixture(scope="module")
 def second(tmp_path_factory: Any) -> dict[str, Any]:
-    results = _once_per_test_run("second", run_second_deployment, tmp_path_factory)
-    SUMMARIES.append(
-        {
-            "scenario": "logical job: second deployment",
-            "seconds": results["deployment"]["total_seconds"],
-            "note_ms": results["deployment"].get("note_ms"),
-            "answer_ms": results["deployment"].get("answer_ms"),
-        }
+    return _summarised(
+        _once_per_test_run("second", run_second_deployment, tmp_path_factory),
+        "logical job: second deployment",
     )
-    return results
 
 
 @pytest.fixture(scope="module")
 def reuse(tmp_path_factory: Any) -> dict[str, Any]:
-    results = _once_per_test_run("reuse", run_reuse_deployment, tmp_path_factory)
-    SUMMARIES.append(
-        {
-            "scenario": "logical job: SQLite trigger-id deployment",
-            "seconds": results["deployment"]["total_seconds"],
-            "note_ms": results["deployment"].get("note_ms"),
-            "answer_ms": results["deployment"].get("answer_ms"),
-        }
+    return _summarised(
+        _once_per_test_run("reuse", run_reuse_deployment, tmp_path_factory),
+        "logical job: SQLite trigger-id deployment",
     )
-    return results
 
 
 # =========================================================================== assertions
@@ -1058,7 +1177,16 @@ def _get(results: dict[str, Any], key: str) -> dict[str, Any]:
             f"scenario {key} produced no result; driver errors: {json.dumps(errors, indent=1)[:6000]}"
         )
     r = results[key]
-    shown = ("final_state", "runs", "cancelled", "decisions", "triggerer_stops", "mark_to_cancel_seconds")
+    shown = (
+        "final_state",
+        "runs",
+        "cancelled",
+        "decisions",
+        "triggerer_stops",
+        "mark_to_cancel_seconds",
+        "old_run_cancelled_by",
+        "action_to_cancel_seconds",
+    )
     SUMMARIES.append(
         {
             "scenario": f"logical job {key}",
@@ -1193,6 +1321,22 @@ def test_2c_lower_retries_then_clear_runs_a_new_job(main: dict[str, Any]) -> Non
     # The premise: Airflow gives the cleared task the same max_tries as before (1 try + 1 retry = 2).
     assert r["max_tries_before"] == 2 and r["max_tries_after"] == 2, w
     assert "already_succeeded" not in [d for t, d in r["decisions"] if t >= 2], w
+    _assert_new_job(r)
+
+
+def test_2d_lower_retries_while_deferred_then_clear_runs_a_new_job(main: dict[str, Any]) -> None:
+    """Model finding N8 on a real deployment: with max_tries unchanged by the clear, only the clear mark
+    (the task instance's renewed trace carrier) tells the next try that the user started a new job."""
+    r = _get(main, "2d")
+    w = _why(r)
+    assert r["state_before_clear"] == "deferred", w
+    # The premise: the retries edit and the clear leave max_tries as it was (1 try + 1 retry = 2).
+    assert r["max_tries_before"] == 2 and r["max_tries_after"] == 2, w
+    assert [t for t, _ in r["tries"]] == [1, 2], w
+    second = [d for t, d in r["decisions"] if t == 2]
+    assert "reconnect" not in second, f"try 2 reconnected to the old run (N8){w}"
+    assert "new_epoch" in second, f"try 2 did not decide new_epoch{w}"
+    assert r["runs"][0] in r["cancelled"], f"the cleared try's run was not cancelled{w}"
     _assert_new_job(r)
 
 

@@ -1,0 +1,534 @@
+"""Hand-written paths through the model: each finding of issue 22 the model can express, as a sequence of
+the same transitions the state machine draws from (so a reader can check that the model sees it), and the
+pair of situations a try cannot tell apart on Airflow 3.3.
+
+Each scenario takes a started `World` and returns the key of the violation it exhibited on the engine of
+``59ecc40``, before the fixes of issue 22 (``None``: it exhibited none). ``tests/model/test_scenarios.py``
+runs them as regression tests: a scenario must show no violation but one ``tests/model/known.py`` still
+lists (and while it lists the scenario's key, the scenario must still show it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from airflow_durable.triggers.owned import TRY_NOTE_KEY
+from tests.model import airflow_side as af
+from tests.model.world import COMMS_KINDS, Process, TriggerInstance, World
+
+LIMIT = 400
+
+
+# ---------------------------------------------------------------------------- steering helpers
+def start(world: World) -> Process:
+    world.note("try_start", "scheduler: the next try starts")
+    world.queue()
+    process = world.start_try()
+    assert process is not None, world.log
+    return process
+
+
+def run_until(world: World, actor_of: Callable[[], Any], done: Callable[[], bool], what: str) -> None:
+    for _ in range(LIMIT):
+        if done():
+            return
+        actor = actor_of()
+        if actor is None or actor not in world.steppable():
+            break
+        world.note("advance", f"{actor.name} runs 1 call(s)")
+        world.advance(actor, 1)
+        world.check()
+    assert done(), f"never reached: {what}\n" + "\n".join(world.log)
+
+
+def until_waiting(world: World, process: Process) -> None:
+    """The try has submitted (or reconnected), stored the id, and now polls or has deferred."""
+
+    def done() -> bool:
+        if process.exited or process.dead:
+            return True
+        park = process.main.parked if process.main else None
+        return process.writes > 0 and not process.pending_submit and world.is_status_read(park)
+
+    run_until(world, lambda: process.main, done, f"{process.name} waits on its job")
+
+
+def until_exit(world: World, process: Process) -> None:
+    run_until(world, lambda: process.main, lambda: process.exited or process.dead, f"{process.name} exits")
+
+
+def until_parked(world: World, process: Process, kind: str, after_jobs: int = 0) -> None:
+    def done() -> bool:
+        park = process.main.parked if process.main else None
+        return park is not None and park.kind == kind and len(process.created) >= after_jobs
+
+    run_until(world, lambda: process.main, done, f"{process.name} parked at {kind}")
+
+
+def until_killer_done(world: World, process: Process) -> None:
+    run_until(
+        world,
+        lambda: process.killer,
+        lambda: process.killer is None or process.killer.done or process.deadlocked,
+        f"{process.name}'s on_kill returns",
+    )
+
+
+def instance_of(world: World, row_id: int) -> TriggerInstance:
+    return next(i for i in reversed(world.instances) if i.row.id == row_id)
+
+
+def fire(world: World, instance: TriggerInstance) -> None:
+    run_until(
+        world,
+        lambda: instance.actor,
+        lambda: instance.actor is not None and instance.actor.done,
+        f"{instance.name} fires",
+    )
+
+
+def job_of(world: World, process: Process) -> Any:
+    (key,) = process.created
+    return world.jobs[key]
+
+
+def sync_all(world: World) -> None:
+    for triggerer in world.triggerers.values():
+        world.note("triggerer_sync", f"{triggerer.name}: load triggers")
+        world.triggerer_sync(triggerer)
+
+
+def events_all(world: World) -> None:
+    for triggerer in world.triggerers.values():
+        world.note("triggerer_events", f"{triggerer.name}: submit events")
+        world.triggerer_events(triggerer)
+
+
+def act(world: World, name: str, text: str, action: Callable[[], Any]) -> Any:
+    world.note(name, text)
+    result = action()
+    world.check()
+    return result
+
+
+# ---------------------------------------------------------------------------- the findings
+def clear_of_deferred_reaches_new_deferral(world: World) -> str:
+    """Issue 22, finding 1 (needs deferrable, SQLite trigger ids): try 1 defers on job 1; the user clears;
+    the scheduler queues the task and ``clean_unused`` deletes trigger row 1 before the triggerer syncs;
+    try 2 cancels job 1, submits job 2 and defers, and its new trigger row gets id 1 again; the triggerer
+    still runs the old trigger under id 1, which fires about job 1, and ``Trigger.submit_event`` resumes
+    try 2 with it."""
+    p1 = start(world)
+    until_exit(world, p1)
+    sync_all(world)
+    act(world, "clear", "user clears the task (deferred)", world.clear)
+    # clean_unused skips a task instance with no state (SQL's NULL): the row goes once it is queued.
+    act(world, "queue", "scheduler queues the task", world.queue)
+    act(world, "clean_unused_triggers", "clean unused triggers", world.clean_unused)
+    p2 = world.start_try()
+    assert p2 is not None, world.log
+    until_exit(world, p2)
+    assert world.db.ti is not None and world.db.ti.trigger_id == 1, world.log
+    sync_all(world)  # requested {1}, running {1}: the old instance stays
+    old = next(i for i in world.instances if i.row.serial == 1)
+    fire(world, old)
+    events_all(world)
+    p3 = start(world)
+    until_exit(world, p3)
+    return "2:foreign-event-failed-try-after-clear-of-deferred"
+
+
+def retry_taken_for_new_epoch(world: World) -> str:
+    """Finding 2 (needs retries=2): try 1 submits and dies; the DAG is edited to retries=1 and the user
+    clears another task of the run; try 2 takes the plain retry for a clear and cancels the running job."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(world, "worker_dies", f"SIGKILL {p1.name}", lambda: world.kill_process(p1, node_lost=False))
+    act(world, "edit_retries", "DAG edit: retries=1", lambda: world.edit_retries(1))
+    act(world, "clear_other_task", "user clears another task of the run", world.clear_other)
+    p2 = start(world)
+    until_waiting(world, p2)  # the engine of 59ecc40 cancelled job 1 on the way and submitted job 2
+    return "4:owner-try-decision-cancels-tracked-job"
+
+
+def _dead_worker_then(world: World, clear: str | None, reset: bool = True) -> Process:
+    """Try 1 submits and its node dies; then ``clear`` ("this", "other" or ``None``) and the heartbeat
+    timeout; try 2 starts and runs until it waits (or defers)."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(
+        world,
+        "worker_dies",
+        f"SIGKILL {p1.name} and its node",
+        lambda: world.kill_process(p1, node_lost=True),
+    )
+    suffix = "" if reset else " with reset_dag_runs=false"
+    if clear == "other":
+        act(
+            world,
+            "clear_other_task",
+            f"user clears another task of the run{suffix}",
+            lambda: world.clear_other(reset_dag_run=reset),
+        )
+    elif clear == "this":
+        act(
+            world,
+            "clear",
+            f"user clears the task (running, its worker dead){suffix}",
+            lambda: world.clear(reset_dag_run=reset),
+        )
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    assert world.db.ti is not None and world.db.ti.state == af.UP_FOR_RETRY, world.log
+    p2 = start(world)
+    until_waiting(world, p2)
+    return p2
+
+
+def _old_job_succeeds_then_try_2_ends(world: World, p2: Process, suffix: str) -> str | None:
+    """Try 2 defers, or (sync) every job still running succeeds (the old one first) and try 2 returns."""
+    if world.deferrable:
+        until_exit(world, p2)
+        return f"2:waits-on-older-lj-after-{suffix}" if suffix else None
+    for job in sorted(world.jobs.values(), key=lambda j: j.lj):
+        if world.active(job):
+            act(
+                world,
+                "job_ends",
+                f"job {job.ledger_id} succeeded",
+                lambda j=job: world.end_job(j, "succeeded"),
+            )
+    until_exit(world, p2)
+    return f"2:result-of-older-lj-after-{suffix}" if suffix else None
+
+
+def clear_of_running_with_dead_worker(world: World) -> str | None:
+    """Finding 3 (needs retries >= 1): the user clears a running task whose worker is gone; Airflow sets
+    RESTARTING (``max_tries`` untouched); the heartbeat timeout makes it ``up_for_retry``; try 2 sees what
+    a retry sees (but a new ``ti.context_carrier``) and continues the old job: the cleared task returns
+    (or waits on) the old job."""
+    p2 = _dead_worker_then(world, "this")
+    return _old_job_succeeds_then_try_2_ends(world, p2, "clear-of-running-dead-worker")
+
+
+def clear_of_running_with_dead_worker_no_reset(world: World) -> str | None:
+    """The same, cleared with ``reset_dag_runs=false``: now not even ``context_carrier`` or the run's
+    ``clear_number`` changes; try 2 sees exactly what a plain retry sees."""
+    p2 = _dead_worker_then(world, "this", reset=False)
+    return _old_job_succeeds_then_try_2_ends(world, p2, "clear-of-running-dead-worker-no-run-reset")
+
+
+def retry_after_other_clear_with_dead_worker(world: World) -> str | None:
+    """The twin of finding 3: the same try 1, the same dead worker, but the user cleared *another* task
+    of the run and the heartbeat timeout made it ``up_for_retry``: a plain retry, which must reconnect."""
+    p2 = _dead_worker_then(world, "other")
+    return _old_job_succeeds_then_try_2_ends(world, p2, "")
+
+
+def plain_retry_with_dead_worker(world: World) -> str | None:
+    """The twin of the ``reset_dag_runs=false`` clear: no user action at all, a plain retry."""
+    p2 = _dead_worker_then(world, None)
+    return _old_job_succeeds_then_try_2_ends(world, p2, "")
+
+
+def superseded_try_cancels_adopted_job(world: World) -> str:
+    """Finding 4: try 1 submits and freezes before it stores the id; the heartbeat timeout gives the task
+    a new try (a new task-instance id), which finds try 1's job (its token) and adopts it; try 1 thaws,
+    cannot store the id (its id is superseded) and cancels "its untracked" job: the one try 2 waits on."""
+    p1 = start(world)
+    until_parked(world, p1, "store_set", after_jobs=1)
+    act(world, "worker_freezes", f"{p1.name} freezes", lambda: setattr(p1, "frozen", True))
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    p2 = start(world)
+    until_waiting(world, p2)
+    act(world, "worker_thaws", f"{p1.name} thaws", lambda: setattr(p1, "frozen", False))
+    until_exit(world, p1)
+    return "4:non-owner-try-decision-cancels-tracked-job"
+
+
+def _sigterm_inside_the_id_write(world: World) -> Process:
+    p1 = start(world)
+    until_parked(world, p1, "store_set", after_jobs=1)
+    act(world, "mark", "user marks the task failed (running)", lambda: world.mark(af.FAILED))
+    act(
+        world,
+        "heartbeat",
+        f"{p1.name} heartbeats (SIGTERM inside a channel call)",
+        lambda: world.heartbeat(p1, in_call=True),
+    )
+    until_killer_done(world, p1)
+    return p1
+
+
+def sigterm_in_the_window(world: World) -> str:
+    """Finding 5: the user marks the task failed while try 1 is between its submit and storing the id;
+    the SIGTERM lands inside that store call (the supervisor channel's lock is held). On ``59ecc40``
+    ``on_kill`` blocked on the channel, the supervisor SIGKILLed, and the job ran on with no record naming
+    it. Now ``on_kill`` does not touch the channel; the interrupted write returns and names the job (a
+    marked task's record: ``orphans`` reports it) before the SIGKILL 5 s later."""
+    p1 = _sigterm_inside_the_id_write(world)
+    if p1.main is not None and p1.main in world.steppable():
+        world.note("advance", f"{p1.name} runs 1 call(s): the interrupted write returns")
+        world.advance(p1.main, 1)
+        world.check()
+    act(world, "sigkill_after_sigterm", f"supervisor escalates {p1.name}", lambda: world.escalate(p1))
+    return "3:never-recorded-creator-killed-after-on-kill-deadlock"
+
+
+def sigterm_in_the_window_killed_before_the_write(world: World) -> str:
+    """The same, but the SIGKILL lands before the interrupted write returns: ``on_kill`` could not ask who
+    owns the job, so it left it to the record's token; only a lookup by that token finds it (the next
+    issue, listed in ``NEXT_ISSUE``)."""
+    p1 = _sigterm_inside_the_id_write(world)
+    act(world, "sigkill_after_sigterm", f"supervisor escalates {p1.name}", lambda: world.escalate(p1))
+    return "3:never-recorded-creator-killed-after-on-kill-in-channel-call"
+
+
+def sigterm_before_persist(world: World) -> str:
+    """Finding 5, the other half: the SIGTERM lands just before that store call: ``on_kill`` runs, but the
+    record has no id yet, so it cancels nothing and the job outlives the marked task."""
+    p1 = start(world)
+    until_parked(world, p1, "store_set", after_jobs=1)
+    act(world, "mark", "user marks the task failed (running)", lambda: world.mark(af.FAILED))
+    act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
+    until_killer_done(world, p1)
+    return "5:mark-running-on-kill-left-job"
+
+
+def lost_id_when_cancel_fails(world: World) -> str:
+    """Finding 7: a clear while the job runs; the new try's cancel of the old job fails; its intent
+    overwrites the record and the old id is gone."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(world, "worker_dies", f"SIGKILL {p1.name}", lambda: world.kill_process(p1, node_lost=False))
+    act(world, "clear", "user clears the task (up_for_retry)", world.clear)
+    act(world, "service_fault", "the service's next cancel fails", lambda: world.service_fault("cancel"))
+    p2 = start(world)
+    until_parked(world, p2, "http", after_jobs=1)
+    return "5:old-job-dropped-after-failed-cancel"
+
+
+def mark_failed_while_up_for_retry(world: World) -> None:
+    """Finding 10 (the up_for_retry half): marked failed while waiting for its retry, nothing runs: the
+    promise today is that the job keeps running, named by the record, so ``airflow-durable orphans``
+    reports it (no violation)."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(world, "worker_dies", f"SIGKILL {p1.name}", lambda: world.kill_process(p1, node_lost=False))
+    act(world, "mark", "user marks the task failed (up_for_retry)", lambda: world.mark(af.FAILED))
+    return None
+
+
+def _slow_answer_after_mark(world: World, note_first: bool) -> str:
+    p1 = start(world)
+    until_exit(world, p1)
+    sync_all(world)
+    if note_first:
+        instance = next(i for i in world.instances if i.row.serial == 1)
+        run_until(
+            world,
+            lambda: instance.actor,
+            lambda: (
+                TRY_NOTE_KEY in world.db.xcom
+                and instance.actor is not None
+                and instance.actor.parked is not None
+                and instance.actor.parked.kind not in COMMS_KINDS
+            ),
+            f"{instance.name} noted its try",
+        )
+    act(world, "mark", "user marks the task failed (deferred)", lambda: world.mark(af.FAILED))
+    act(world, "clean_unused_triggers", "clean unused triggers", world.clean_unused)
+    sync_all(world)  # the row is gone: cancel with the user-action message → on_kill → GetTaskStates
+    instance = next(i for i in world.instances if i.row.serial == 1)
+    assert instance.actor is not None and instance.actor.parked is not None, world.log
+    assert instance.actor.parked.kind == "task_states", world.log
+    act(world, "clear", "user clears the task (failed)", world.clear)
+    fire(world, instance)
+    return "5:mark-deferred-trigger-left-job"
+
+
+def slow_answer_after_mark(world: World) -> str:
+    """Finding 11: the trigger has noted its try (``airflow_durable.deferred_try``); the user marks the
+    deferred task failed; the trigger's ``on_kill`` asks the task's state, and before the answer comes the
+    user clears the task: the answer ("none", about its own try: the note is still its own, no try started)
+    says a try will run, and the trigger cancels nothing although the mark ended the logical job."""
+    return _slow_answer_after_mark(world, note_first=True)
+
+
+def slow_answer_after_mark_note_in_flight(world: World) -> str:
+    """Finding 11 with the kill landing while the trigger's note (``SetXCom``, a triggerer's first channel
+    call: seconds) is still in flight: the supervisor answers in order, so the note is written before the
+    runner learns of the cancel, and ``on_kill``'s questions come after it; the rest as above."""
+    return _slow_answer_after_mark(world, note_first=False)
+
+
+# ---------------------------------------------------------------------------- open on the fixed engine
+def record_deleted_then_retry(world: World) -> str:
+    """N3 (engine, open): try 1 submits and waits; the Storage tab deletes the record; try 1's worker dies
+    and the retry, finding no record, derives the same token (the lifetime salt is the run's start and
+    clear_number): it gets the older job back (idempotency key) or finds it by the token and keeps the
+    earliest, and returns or waits on it."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(
+        world,
+        "delete_record",
+        "the Storage tab deletes the record",
+        lambda: world.delete_record("storage tab"),
+    )
+    act(world, "worker_dies", f"SIGKILL {p1.name}", lambda: world.kill_process(p1, node_lost=False))
+    p2 = start(world)
+    until_waiting(world, p2)
+    suffix = "record-deleted-storage-tab"
+    return _old_job_succeeds_then_try_2_ends(world, p2, suffix)  # type: ignore[return-value]
+
+
+def mark_then_clear_before_sigterm(world: World) -> str | None:
+    """N4: the user marks the running task success, then clears it before the try's next heartbeat; the
+    SIGTERM's on_kill cannot read its record (its id is superseded). Airflow answers that the task has no
+    state (cleared, no try started since), so on_kill cancels the job (fixed: it used to leave the job to
+    the try to come)."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(world, "mark", "user marks the task success (running)", lambda: world.mark(af.SUCCESS))
+    act(world, "clear", "user clears the task (success)", world.clear)
+    act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
+    until_killer_done(world, p1)
+    return None
+
+
+def mark_then_clear_then_a_new_try_before_sigterm(world: World) -> str:
+    """N4's remaining case, a limit of Airflow 3.3: as above, but the clear's new try is already running
+    when the SIGTERM's on_kill asks: "running" is what a zombie's retry that reconnected by its token
+    shows too, so on_kill leaves the job to that try, which ends it as it starts (a new epoch)."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(world, "mark", "user marks the task success (running)", lambda: world.mark(af.SUCCESS))
+    act(world, "clear", "user clears the task (success)", world.clear)
+    start(world)
+    act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
+    until_killer_done(world, p1)
+    return "5:mark-then-clear-running-on-kill-left-job"
+
+
+def sigtermed_try_submits(world: World) -> str:
+    """N5 (engine, open): the user clears the running task after its intent write, before its submit; the
+    heartbeat's SIGTERM runs on_kill (nothing to cancel yet); the user clears again and the new epoch's try
+    starts; the old try's main thread goes on, submits, cannot write the id (its task-instance id is
+    superseded), sees a try running and, as a superseded try, does not cancel: the job runs untracked."""
+    p1 = start(world)
+    until_parked(world, p1, "http")
+    act(world, "clear", "user clears the task (running)", world.clear)
+    act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
+    until_killer_done(world, p1)
+    act(world, "clear", "user clears the task again (restarting)", world.clear)
+    start(world)  # the new epoch's try is running (parked at its first store read) when p1 asks
+    until_exit(world, p1)
+    return "3:never-recorded-creator-sigtermed"
+
+
+def status_read_fails_before_the_id_write(world: World) -> str | None:
+    """N6 (engine, open; lookup systems): the next status read fails; try 1 submits, looks its token up
+    to converge, and the status read that follows fails: it ends failed before writing the id it holds
+    (Batch). With an idempotency key (Databricks) the id is written right after the submit: no violation."""
+    act(world, "service_fault", "the service's next status read fails", lambda: world.service_fault("status"))
+    p1 = start(world)
+    until_exit(world, p1)
+    return "3:never-recorded-creator-ended-failed" if world.case.id == "batch" else None
+
+
+def new_epoch_submits_after_failed_status_read(world: World) -> str:
+    """N7 (engine, open): try 1 submits and records; its worker freezes; the next status read fails; the
+    user clears the running task; the heartbeat timeout fails it (the listener marks the record); try 2
+    cannot read the old job's status, keeps it in the record without cancelling it, and submits."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(world, "worker_freezes", f"{p1.name} freezes", lambda: setattr(p1, "frozen", True))
+    act(world, "service_fault", "the service's next status read fails", lambda: world.service_fault("status"))
+    act(world, "clear", "user clears the task (running, its worker frozen)", world.clear)
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    p2 = start(world)
+    until_parked(world, p2, "http", after_jobs=1)
+    return "5:old-job-left-running-named-after-clear-of-running-frozen-worker"
+
+
+def clear_after_retries_lowered(world: World) -> str:
+    """N8 (engine, open): try 1 submits and defers; the DAG file lowers retries from 2 to 1; the user
+    clears the deferred task: max_tries stays 2 (try_number + retries), clear_number rises (as for a clear
+    of another task), and try 2 takes the clear for a retry: it defers on the old job."""
+    p1 = start(world)
+    until_exit(world, p1)
+    act(world, "edit_retries", "DAG edit: retries=1", lambda: world.edit_retries(1))
+    act(world, "clear", "user clears the task (deferred)", world.clear)
+    p2 = start(world)
+    until_exit(world, p2)
+    return "2:waits-on-older-lj-after-clear-of-deferred"
+
+
+#: name → (scenario, requirements on the world: deferrable / retries / trigger_ids).
+SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
+    "clear_of_deferred_reaches_new_deferral": (
+        clear_of_deferred_reaches_new_deferral,
+        {"deferrable": True, "trigger_ids": "sqlite", "retries": 0},
+    ),
+    "retry_taken_for_new_epoch": (retry_taken_for_new_epoch, {"retries": 2}),
+    "clear_of_running_with_dead_worker": (clear_of_running_with_dead_worker, {"retries": 1}),
+    "clear_of_running_with_dead_worker_no_reset": (
+        clear_of_running_with_dead_worker_no_reset,
+        {"retries": 1},
+    ),
+    "retry_after_other_clear_with_dead_worker": (retry_after_other_clear_with_dead_worker, {"retries": 1}),
+    "plain_retry_with_dead_worker": (plain_retry_with_dead_worker, {"retries": 1}),
+    "superseded_try_cancels_adopted_job": (superseded_try_cancels_adopted_job, {"retries": 1}),
+    "sigterm_in_the_window": (sigterm_in_the_window, {"retries": 1}),
+    "sigterm_in_the_window_killed_before_the_write": (
+        sigterm_in_the_window_killed_before_the_write,
+        {"retries": 1},
+    ),
+    "sigterm_before_persist": (sigterm_before_persist, {"retries": 1}),
+    "lost_id_when_cancel_fails": (lost_id_when_cancel_fails, {"retries": 1}),
+    "mark_failed_while_up_for_retry": (mark_failed_while_up_for_retry, {"retries": 1}),
+    "slow_answer_after_mark": (slow_answer_after_mark, {"deferrable": True, "retries": 0}),
+    "slow_answer_after_mark_note_in_flight": (
+        slow_answer_after_mark_note_in_flight,
+        {"deferrable": True, "retries": 0},
+    ),
+    "record_deleted_then_retry": (record_deleted_then_retry, {"retries": 1}),
+    "mark_then_clear_before_sigterm": (mark_then_clear_before_sigterm, {"deferrable": False, "retries": 0}),
+    "mark_then_clear_then_a_new_try_before_sigterm": (
+        mark_then_clear_then_a_new_try_before_sigterm,
+        {"deferrable": False, "retries": 0},
+    ),
+    "sigtermed_try_submits": (sigtermed_try_submits, {"deferrable": False, "retries": 1}),
+    "clear_after_retries_lowered": (clear_after_retries_lowered, {"deferrable": True, "retries": 2}),
+    "status_read_fails_before_the_id_write": (
+        status_read_fails_before_the_id_write,
+        {"deferrable": False, "retries": 0},
+    ),
+    "new_epoch_submits_after_failed_status_read": (
+        new_epoch_submits_after_failed_status_read,
+        {"deferrable": False, "retries": 0},
+    ),
+}
+
+
+def relative_view(first: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """What a later try sees, relative to what try 1 saw: numbers as differences, the rest as
+    changed / unchanged (ids and instants differ between any two runs of a scenario)."""
+    out: dict[str, Any] = {}
+    for key, value in later.items():
+        before = first.get(key)
+        if isinstance(value, int) and isinstance(before, int) and not isinstance(value, bool):
+            out[key] = f"{value - before:+d}"
+        elif key in ("task_state_store", "jobs", "ti.context_carrier"):
+            out[key] = "unchanged" if value == before else "changed"
+        elif key == "ti.id" or key.endswith("_date"):
+            out[key] = "unchanged" if value == before else "new"
+        else:
+            out[key] = value
+    return out
+
+
+def second_try_view(world: World) -> dict[str, Any]:
+    first, second = (p for p in world.processes if p.kind == "execute")
+    return relative_view(first.view, second.view)
