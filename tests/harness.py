@@ -324,13 +324,36 @@ class TaskRunner:
             outcome = self.run_try()
         return outcome
 
-    def clear(self, retries: int = 3) -> None:
+    def clear(self, retries: int = 3, keep_task_state: bool = True) -> None:
         """A user clears the finished task: Airflow raises max_tries (models/taskinstance.py) and the run's
-        clear_number (and restarts the run, if it had finished); the task instance gets a new id."""
+        clear_number (and restarts the run, if it had finished); the task instance gets a new id.
+
+        ``keep_task_state=False`` is Airflow 3.4's default clear: the same request then deletes the task
+        instance's ``task_state_store`` rows (3.3 keeps them on every clear)."""
         self.ti.max_tries = self.ti.try_number + retries
         self.dag_run.clear_number += 1
         self.ti.context_carrier = new_trace_carrier()
         self.new_ti_id()
+        self.ti.state = None
+        if not keep_task_state:
+            self.store.data.clear()
+
+    def clear_running(self, keep_task_state: bool = True) -> None:
+        """A user clears the task while a try of it runs (``clear_task_instances``): the task instance gets a
+        new id and a new trace carrier, the run's clear_number goes up, the task is ``restarting`` (its
+        max_tries untouched until the try is reported terminated: `terminated`). ``keep_task_state=False``:
+        Airflow 3.4's default clear, which deletes the task's state rows in the same request."""
+        self.new_ti_id()
+        self.ti.context_carrier = new_trace_carrier()
+        self.dag_run.clear_number += 1
+        self.ti.state = "restarting"
+        if not keep_task_state:
+            self.store.data.clear()
+
+    def terminated(self, retries: int = 3) -> None:
+        """The executor reports a try cleared while running terminated: Airflow resets max_tries as a clear
+        does (``SchedulerJobRunner.process_executor_events``) and the task waits to be scheduled again."""
+        self.ti.max_tries = self.ti.try_number + retries
         self.ti.state = None
 
     def recreate_dag_run(self) -> None:
@@ -374,6 +397,31 @@ def answering_task_states() -> Iterator[None]:
         yield
     finally:
         shims.get_task_states = saved
+
+
+@contextlib.contextmanager
+def airflow_34_clear() -> Iterator[None]:
+    """Give this process's Airflow 3.4's clear feature, as the shim detects it: the clear body's
+    ``keep_task_state`` field (3.4's ``ClearTaskInstancesBody``). What a 3.4 clear does to the task's state
+    rows the cells do themselves (`TaskRunner.clear`, `TaskRunner.clear_running`)."""
+    from airflow.api_fastapi.core_api.datamodels import task_instances as datamodels
+
+    body = datamodels.ClearTaskInstancesBody
+    patched = type(
+        "ClearTaskInstancesBody",
+        (body,),
+        {
+            "__annotations__": {"keep_task_state": bool},
+            "keep_task_state": False,
+            "__module__": body.__module__,
+        },
+    )
+    datamodels.ClearTaskInstancesBody = patched  # type: ignore[misc]
+    try:
+        assert shims.clear_discards_task_state()
+        yield
+    finally:
+        datamodels.ClearTaskInstancesBody = body  # type: ignore[misc]
 
 
 class TriggerFailure(RuntimeError):

@@ -75,23 +75,35 @@ def phase_of(
     return None
 
 
-def status_needed(record: JobRecord | None, same_epoch: bool) -> bool:
-    """Whether `decide` needs the status of the record's job: only a submitted job of this epoch."""
-    return record is not None and record.state == "submitted" and same_epoch
+def status_needed(record: JobRecord | None, same_epoch: bool, carry_on: bool = False) -> bool:
+    """Whether `decide` needs the status of the record's job: a submitted job of this epoch, or of an older
+    one where a kept record means "carry on" (``carry_on``, see `decide`)."""
+    return record is not None and record.state == "submitted" and (same_epoch or carry_on)
 
 
 def decide(
-    record: JobRecord | None, same_epoch: bool, status: str | None = None, phase: JobPhase | None = None
+    record: JobRecord | None,
+    same_epoch: bool,
+    status: str | None = None,
+    phase: JobPhase | None = None,
+    carry_on: bool = False,
 ) -> Decision:
     """What a try does, from the stored record, whether it is of this try's clear epoch, and its job's status.
 
     ``status`` and ``phase`` are the job's raw status and its classification, read only where
     `status_needed` says so; `NOT_FOUND` means the system no longer knows the job. A known status the
     operator cannot classify raises `UnknownStatus`: the job may still run, so nothing is submitted.
+
+    ``carry_on``: this Airflow discards a task's state on a clear unless the user keeps it (3.4's
+    ``keep_task_state``), so a record that outlived a clear is one the user kept: its job, still active, is
+    reconnected to instead of ending it. A job that finished (or a record ``done``) follows the rule of any
+    clear: the task runs again.
     """
     if record is None:
         return Decision.SUBMIT
     if not same_epoch:
+        if carry_on and record.state == "submitted" and status != NOT_FOUND and phase is JobPhase.ACTIVE:
+            return Decision.RECONNECT  # cleared with its state kept: the user asked to carry on
         return Decision.NEW_EPOCH  # a user's clear: a new logical job begins
     if record.state == "done":
         return Decision.ALREADY_SUCCEEDED  # same epoch: a crash after success, not a clear

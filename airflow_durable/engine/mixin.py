@@ -276,6 +276,9 @@ class DurableJobEngine:
         #: The record this try last wrote: a deferral carries it to execute_complete (no re-read).
         self._durable_written: JobRecord | None = None
         self._durable_result: tuple[bool, Any] = (False, None)
+        #: This Airflow discards a task's state on a clear unless the user keeps it (3.4): a record that
+        #: outlived a clear means "carry on" (`shims.clear_discards_task_state`, asked as a try begins).
+        self._durable_clear_keeps = False
 
     # ------------------------------------------------------------------ the adapter contract
     @abc.abstractmethod
@@ -678,6 +681,8 @@ class DurableJobEngine:
         self._durable_store = store
         self._durable_try = TryIdentity.of(context, getattr(self, "retries", None), self.task_id)
         self._durable_deadline = self._execution_deadline(context)
+        # Asked once, when the try begins: on_kill runs in a signal handler, where an import may block.
+        self._durable_clear_keeps = shims.clear_discards_task_state()
         return store
 
     def _me(self) -> TryIdentity:
@@ -724,11 +729,19 @@ class DurableJobEngine:
                     duplicates = [job for job in jobs[1:] if not _same(job, jobs[0])]
             status: str | None = None
             phase: JobPhase | None = None
-            if status_needed(record, same):
+            carry_on = not same and self._durable_clear_keeps
+            if status_needed(record, same, carry_on):
                 assert record is not None
                 shims.incr_metric("resumable_job.reconnect_attempt", tags)
                 status, phase = self._classify(record.external_id, context)
-            decision = decide(record, same, status, phase)
+            decision = decide(record, same, status, phase, carry_on)
+            if carry_on and decision is Decision.RECONNECT:
+                self.log.info(
+                    "task %s: the task was cleared and Airflow kept its state (keep_task_state, or a DAG-run "
+                    "clear): carrying on with job %s instead of starting a new logical job",
+                    self.task_id,
+                    record.external_id if record is not None else None,
+                )
             salt = (record.salt if record is not None else None) or me.lifetime_salt()
             the_plan = replace(
                 plan(decision, record, me, salt),
@@ -812,7 +825,15 @@ class DurableJobEngine:
             intent_token=self._durable_intent_token,
             recorded=recorded,
             knowledge=self._knowledge() if knowledge is None else knowledge,
+            next_try_decides=self._durable_clear_keeps and self._durable_findable(),
         )
+
+    def _durable_findable(self) -> bool:
+        """Whether a later try can find this operator's jobs without their record (`durable_find`)."""
+        if type(self).durable_find is DurableJobEngine.durable_find:
+            return False
+        row = catalogue.LOOKUPS.get(self.external_id_key)
+        return row is None or row.implemented
 
     def _cancel_quietly(self, external_id: Any, why: str) -> bool:
         """Cancel, logging the outcome; whether the cancel call went through."""
@@ -1050,8 +1071,12 @@ class DurableJobEngine:
 
     def _left_by_old_epoch(self, context: Context, record: JobRecord) -> list[dict[str, Any]]:
         """The jobs of the logical job the user ended: its tracked job, or what an interrupted submit made."""
-        base = {"token": record.token, "generation": record.generation, "epoch": record.epoch}
+        base: dict[str, Any] = {"token": record.token, "generation": record.generation, "epoch": record.epoch}
         why = "the task was cleared, which starts a new logical job"
+        if not getattr(self, "cancel_on_kill", True):
+            # The user's kill policy holds for a clear's end of the job too, as on the lookup path.
+            why = f"{why}; cancel_on_kill=False leaves it running"
+            base["cancel"] = False
         if record.state == "submitted":
             return [{**base, "external_id": record.external_id, "why": why}]
         found = self.durable_find_all(DurableToken(record.token, record.generation), context)
@@ -1334,6 +1359,7 @@ class DurableJobEngine:
                 deadline=_iso(self._durable_deadline),
                 salt=record.salt or the_plan.salt,
                 unended=unended,
+                cleared_while_running=None,  # a kept record carried on after a clear: this epoch's now
             ),
             record,
             the_plan.decision,
@@ -1473,6 +1499,9 @@ class DurableJobEngine:
             "locator": self._locator(),
             "external_id": self._durable_external_id,
             "cancel": bool(getattr(self, "cancel_on_kill", True)),
+            # Whether the next try finds the job without its record: then a clear's kill leaves it to
+            # that try where Airflow may have kept the record to carry on (3.4's keep_task_state).
+            "findable": self._durable_findable(),
         }
         return DurableOwnedTrigger.wrap(
             trigger,

@@ -100,15 +100,27 @@ def may_cancel(
     intent_token: str | None = None,
     recorded: bool = True,
     knowledge: Knowledge,
+    next_try_decides: bool = False,
 ) -> Verdict:
     """Whether the try ``me`` may cancel ``job``.
 
     ``intent_token``: the token of the intent this try wrote or resumed (``None``: it submitted nothing).
     ``recorded``: whether this try's write of the job's id went through.
+    ``next_try_decides``: Airflow discards a task's state on a clear unless the user keeps it (3.4), and a
+    later try finds this system's jobs without a record. A try killed by a clear cannot tell which clear it
+    was (the clear gave its task instance a new id: it reads nothing either way), so its job is left to the
+    next try: it carries on with the kept record, or finds the job (by its record's token, or by lookup)
+    and ends it.
     """
     if knowledge.read is Read.OK and knowledge.record is not None:
         return _by_record(job, me, origin, intent_token, knowledge.record)
     if knowledge.read in (Read.OK, Read.NOT_FOUND):
+        if next_try_decides and knowledge.task_state in (RESTARTING, None):
+            return Verdict(
+                False,
+                "the task was cleared: Airflow kept its record only if the user asked to carry on, so the "
+                "next try decides (it reconnects to the kept record's job, or finds the job and ends it)",
+            )
         return _by_task_state(knowledge.task_state)
     if knowledge.read is Read.FAILED:
         if origin is Origin.SUBMITTED and not recorded:
@@ -197,6 +209,8 @@ def may_cancel_on_kill(
     *,
     my_ti_id: str | None = None,
     cancel_on_kill: bool = True,
+    clear_keeps: bool = False,
+    findable: bool = False,
 ) -> Verdict:
     """Whether a killed trigger cancels the job its try deferred on (only the owner cancels; a user's
     mark ends the job).
@@ -205,6 +219,12 @@ def may_cancel_on_kill(
     ``answer``: what Airflow says about the task instance *now*. Unlike `may_cancel`'s "not found",
     ``restarting`` keeps the job here: the trigger is not the try's process, and a try that runs (it
     resumed and was cleared) ends its job itself, through its own ``on_kill`` or its successor's new epoch.
+
+    ``clear_keeps``: this Airflow discards a task's state on a clear unless the user keeps it (3.4), so a
+    clear no longer tells what becomes of the job: ``findable`` (a later try finds the system's jobs without
+    a record) leaves it to the next try, which reconnects (record kept) or finds and ends it (discarded);
+    where the next try cannot find it, this trigger is the last to know the job, so a clear ends it here
+    (the record kept or not: a kept one then shows it cancelled and the next try submits anew).
     """
 
     def cancel(why: str) -> Verdict:
@@ -228,6 +248,14 @@ def may_cancel_on_kill(
                 "its DAG run was deleted and run again): no try will wait on the job"
             )
     known = my_try is not None and theirs is not None
+    cleared_states = (None, RESTARTING, "scheduled", "queued", "running")
+    if clear_keeps and not findable and state in cleared_states:
+        # Only a user's clear leaves these states on a kill (a trigger that fired is not killed): a new try
+        # comes, and without a record (3.4's default clear) nothing else can find this job.
+        return cancel(
+            f"the task was cleared ({state}); Airflow may have discarded its record and the next try cannot "
+            "find this system's jobs without it, so this job ends now"
+        )
     if my_try is not None and theirs is not None and theirs > my_try:
         return Verdict(
             False,
@@ -250,6 +278,12 @@ def may_cancel_on_kill(
                 "user (apache/airflow#73454)",
             )
         return Verdict(False, f"{about} is deferred: a try waits on a job (this one or a newer one)")
+    if state is None and clear_keeps:
+        return Verdict(
+            False,
+            f"{about} was cleared: Airflow kept its record only if the user asked to carry on, so the next "
+            "try decides (it reconnects to the kept record's job, or finds the job and ends it)",
+        )
     if state is None:
         # The kill came from a user's action and the answer says the task was cleared since, with no try
         # started yet (a started one is queued or running, and would have named itself in its note): a

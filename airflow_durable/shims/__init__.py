@@ -38,6 +38,7 @@ __all__ = [
     "aget_task_states",
     "aget_xcom",
     "aset_xcom",
+    "clear_discards_task_state",
     "get_task_states",
     "triggerer_channel",
     "trigger_task_portal",
@@ -164,6 +165,41 @@ def mark_cleared_while_running(task_instance: Any, keys: Iterable[str], field: s
             row.value = json.dumps(value)
             marked.append(row.key)
     return marked
+
+
+def clear_discards_task_state() -> bool:
+    """Whether this Airflow's task clear discards the task's state unless the user keeps it (3.4's clear).
+
+    Airflow 3.4's ``POST .../clearTaskInstances`` deletes the cleared task instances' ``task_state_store``
+    rows unless its body says ``keep_task_state: true`` (the clear dialog's "keep task state" box); 3.3
+    keeps them on every clear. Told by the feature, not the version, so that a deployment patched to clear
+    as 3.4 does is treated as 3.4: the body's ``keep_task_state`` field first, then a ``keep_task_state``
+    parameter of ``clear_task_instances`` (where a later Airflow may move it). Not cached: after the first
+    call both are attribute reads of imported modules, and a process patched after import sees its patch.
+
+    What follows from it (the engine and the owned trigger read only this): a record that survives a clear
+    was kept by the user, who asked to carry on; a clear whose kill cannot see whether the record was kept
+    leaves the job to the next try, which finds the record (carry on) or finds the job by lookup.
+    """
+    try:
+        from airflow.api_fastapi.core_api.datamodels.task_instances import (  # Airflow >= 3.0, api-server
+            ClearTaskInstancesBody,
+        )
+    except ImportError:
+        pass
+    else:
+        if "keep_task_state" in getattr(ClearTaskInstancesBody, "model_fields", {}):
+            return True
+    try:
+        import inspect
+
+        from airflow.models.taskinstance import clear_task_instances
+    except ImportError:  # pragma: no cover - every Airflow that runs a durable try has it
+        return False
+    try:
+        return "keep_task_state" in inspect.signature(clear_task_instances).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a wrapped callable without a signature
+        return False
 
 
 def get_task_states(dag_id: str, run_id: str, task_id: str, map_index: int) -> str | None:

@@ -255,7 +255,15 @@ class DurableOwnedTrigger(BaseTrigger):
         asked_ms = (time.monotonic() - began) * 1000
         my_ti_id, my_try = self._my_try()
         cancel_on_kill = bool((self.job or {}).get("cancel", True))
-        decision = may_cancel_on_kill(my_try, answer, my_ti_id=my_ti_id, cancel_on_kill=cancel_on_kill)
+        decision = may_cancel_on_kill(
+            my_try,
+            answer,
+            my_ti_id=my_ti_id,
+            cancel_on_kill=cancel_on_kill,
+            clear_keeps=shims.clear_discards_task_state(),
+            # A deferral of an earlier release says nothing: its job is taken as not findable (ended here).
+            findable=bool((self.job or {}).get("findable", False)),
+        )
         external_id = (self.job or {}).get("external_id")
         self.log.info(
             "%s job %s of task %s: %s (answered in %.0f ms)",

@@ -162,6 +162,27 @@ def test_cancel_on_kill_false_leaves_the_job_running_and_tracked(case, emulator,
     assert runner.store.data[case.external_id_key]["external_id"] == case.stored_id(job)
 
 
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_cancel_on_kill_false_leaves_the_cleared_epochs_job_running_and_tracked(case, emulator, deferrable):
+    """A clear that keeps the record (Airflow 3.3) ends the old epoch's job as the lookup path does: only
+    where the user's kill policy lets it. With cancel_on_kill=False the old job runs on, and the record
+    keeps it (uncancelled) beside the new epoch's job."""
+    if not _has_cancel_on_kill(case, emulator):
+        pytest.skip(f"the provider operator of {case.id} has no cancel_on_kill switch")
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable, cancel_on_kill=False)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    runner.clear()
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert len(job_ids(case, emulator)) == 2
+    assert state_of(case, emulator, old) != case.cancelled
+    (entry,) = runner.store.data[case.external_id_key]["unended"]
+    assert entry["external_id"] == case.stored_id(old) and entry["cancel"] is False
+
+
 # --------------------------------------------------------------------------- kill and timeout policy
 def _deferral(case: SystemCase, emulator: Any, runner: TaskRunner, **overrides: Any) -> tuple[Any, Any]:
     from airflow.sdk.exceptions import TaskDeferred
