@@ -18,7 +18,15 @@ from typing import Any
 
 from airflow_durable.demo.deployment import Deployment
 
-__all__ = ["ApiError", "api", "clear_task", "delete_dag_run", "mark_task", "trigger_dag_run"]
+__all__ = [
+    "ApiError",
+    "api",
+    "clear_task",
+    "delete_dag_run",
+    "discard_task_state",
+    "mark_task",
+    "trigger_dag_run",
+]
 
 #: One user action at a time: scenarios run in threads against one SQLite metadata DB, and a burst
 #: of concurrent writes through the API only measures SQLite's locking.
@@ -92,9 +100,15 @@ def clear_task(
     task_id: str,
     *,
     run_on_latest_version: bool | None = None,
+    keep_task_state: bool | None = None,
 ) -> list[dict[str, Any]]:
     """``POST /dags/{dag_id}/clearTaskInstances`` for one task of one run, whatever its state (the UI's
-    "Clear" on a task instance). Returns the cleared task instances; raises if none was cleared."""
+    "Clear" on a task instance). Returns the cleared task instances; raises if none was cleared.
+
+    ``keep_task_state`` (Airflow 3.4's field; a deployment patched to have it, see ``airflow34/``): sent as
+    is, and when false the task's ``task_state_store`` rows are deleted right after the clear, in the same
+    step, as 3.4's endpoint does in the same request. An Airflow without the field refuses the body (422).
+    """
     body: dict[str, Any] = {
         "dry_run": False,
         "dag_run_id": run_id,
@@ -104,11 +118,24 @@ def clear_task(
     }
     if run_on_latest_version is not None:
         body["run_on_latest_version"] = run_on_latest_version
+    if keep_task_state is not None:
+        body["keep_task_state"] = keep_task_state
     answer = api(dep, "POST", f"dags/{_quote(dag_id)}/clearTaskInstances", body)
     cleared = list((answer or {}).get("task_instances") or [])
     if not cleared:
         raise ApiError("POST", f"dags/{dag_id}/clearTaskInstances", 200, f"cleared nothing: {answer}")
+    if keep_task_state is False:
+        discard_task_state(dep, dag_id, run_id, task_id)
     return cleared
+
+
+def discard_task_state(dep: Deployment, dag_id: str, run_id: str, task_id: str) -> int:
+    """Delete one task's ``task_state_store`` rows (every map index), as Airflow 3.4's default clear does;
+    returns how many went."""
+    return dep.write(
+        "DELETE FROM task_state_store WHERE dag_id = ? AND run_id = ? AND task_id = ?",
+        (dag_id, run_id, task_id),
+    )
 
 
 def mark_task(dep: Deployment, dag_id: str, run_id: str, task_id: str, state: str) -> list[dict[str, Any]]:

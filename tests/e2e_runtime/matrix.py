@@ -157,6 +157,28 @@ FAULTS: dict[str, Fault] = {
             final="failed",
         ),
         Fault(
+            "clear34",
+            "Airflow 3.4's default clear while the task waits on its job (deferred, or running): the task's "
+            "state is discarded in the same step",
+            ("deferrable", "sync"),
+            jobs=2,
+            limit=(
+                "3.4 itself is not installable here: the deployment's Airflow is patched in one test-only "
+                "place to have 3.4's `keep_task_state` clear field, and the test deletes the task's state "
+                "rows right after the REST clear, as 3.4's endpoint does in the same request"
+            ),
+        ),
+        Fault(
+            "keepstate",
+            "Airflow 3.4's clear with `keep_task_state` while the task waits on its job: carry on",
+            ("deferrable", "sync"),
+            limit=(
+                "systems whose jobs cannot be looked up without their record (Databricks run-now, "
+                "Snowflake) end the job on such a clear and start a new one: the kill cannot tell it from "
+                "a default clear, and after that nothing else could find the job"
+            ),
+        ),
+        Fault(
             "storeread",
             "The task-state store fails (api-server route down) at the read before deciding",
             ("deferrable",),
@@ -185,7 +207,14 @@ FAULTS: dict[str, Fault] = {
 #: The faults a test process applies to one task (the others strike a component of the deployment).
 PER_TASK_FAULTS = ("workerkill", "taskkill", "supkill", "completekill")
 #: Faults that a user's action (through the REST API) or the task's own limits bring about.
-USER_FAULTS = ("clear", "markfailed", "exectimeout")
+USER_FAULTS = ("clear", "markfailed", "exectimeout", "clear34", "keepstate")
+#: Faults that need the deployment to clear as Airflow 3.4 does (the tier patches it, see
+#: ``tests/e2e_runtime/airflow34``): a deployment serving any of their cells clears that way for all.
+AIRFLOW34_FAULTS = ("clear34", "keepstate")
+#: Faults added to the matrix since docs/reliability.json was last recorded: their cells are awaited (not
+#: run yet) until ``make reliability`` records them; take a fault out once its cells are recorded
+#: (test_reliability_doc.py fails while a listed fault has all of them).
+UNMEASURED_FAULTS: tuple[str, ...] = ("clear34", "keepstate")
 #: Faults of the task-state store, injected by the loopback proxy in front of the execution API.
 STORE_FAULTS = ("storeread", "storeintent", "storeid", "storeslow")
 
@@ -277,15 +306,20 @@ PHASES: dict[str, tuple[str, ...]] = {
     "user": ("completekill", "clear", "markfailed", "exectimeout"),
     # The task-state store failing or slow at each step, through the loopback proxy.
     "store": STORE_FAULTS,
+    # Airflow 3.4's clear, both ways, while the task waits on its job (a deployment patched to clear as 3.4).
+    "clear34": AIRFLOW34_FAULTS,
 }
 #: The phases whose fault strikes one cell only (its task, a user's action on it, its own store calls):
 #: their cells run side by side in one batch. The others strike the whole deployment and run alone.
-PER_CELL_PHASES: tuple[str, ...] = ("pertask", "user", "store")
+PER_CELL_PHASES: tuple[str, ...] = ("pertask", "user", "store", "clear34")
 #: Which phases a run covers (see :func:`selected_phases`).
 PHASES_ENV = "AFD_RT_PHASES"
 #: The phase sets a CI push alternates between (the commit hash picks one, as it picks the systems):
 #: both at once do not fit the stage's budget. The Celery-worker kill runs in ``make reliability`` only.
-CI_PHASE_SETS: tuple[tuple[str, ...], ...] = (("pertask", "trigkill", "schedrestart"), ("user", "store"))
+CI_PHASE_SETS: tuple[tuple[str, ...], ...] = (
+    ("pertask", "trigkill", "schedrestart", "clear34"),
+    ("user", "store"),
+)
 
 #: Which systems a run covers (see :func:`selected_systems`).
 GROUP_ENV = "AFD_RT_GROUP"

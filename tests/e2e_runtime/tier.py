@@ -29,6 +29,7 @@ from airflow_durable.demo.deployment import Deployment
 from tests.e2e_runtime import actions
 from tests.e2e_runtime.emulator_runner import EmulatorProcess, merge_environments
 from tests.e2e_runtime.matrix import (
+    AIRFLOW34_FAULTS,
     CELLS_ENV,
     EXECUTION_TIMEOUT,
     FAULTS,
@@ -44,6 +45,8 @@ from tests.e2e_runtime.matrix import (
 from tests.e2e_runtime.store_proxy import StoreFault, StoreProxy
 
 MATRIX_DAGS = Path(__file__).resolve().parent / "matrix_dags"
+#: A ``sitecustomize`` that gives the deployment's Airflow 3.4's clear field (``keep_task_state``).
+AIRFLOW34 = Path(__file__).resolve().parent / "airflow34"
 #: How long the emulator holds try 1's first status read after its submit (the fault comes first).
 HOLD_SECONDS = 90.0
 #: A cell's budget from trigger to the end of its DAG run.
@@ -217,6 +220,9 @@ class Tier:
         env = merge_environments([e.call("env") for e in self.emulators.values()], self.tmp)
         env.update(SETTINGS)
         env[CELLS_ENV] = ",".join(c.dag_id for c in self.cells)
+        if any(c.fault in AIRFLOW34_FAULTS for c in self.cells):
+            # Every component clears (and the shim detects a clear) as Airflow 3.4 does; see airflow34/.
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(AIRFLOW34), env.get("PYTHONPATH")) if p)
         self.dep = Deployment(dags_folder=MATRIX_DAGS, extra_env=env, **self.deployment_args)
         # Every component reaches the execution API through the store-fault proxy.
         self.proxy = StoreProxy(self.dep.api_port, self._resolve_ti).start()
@@ -344,7 +350,7 @@ class Tier:
             return "defer"
         if fault == "completekill":
             return "c_defer"
-        if fault in ("clear", "markfailed"):
+        if fault in ("clear", "markfailed", *AIRFLOW34_FAULTS):
             return "u_wait"
         if fault == "exectimeout":
             return "t_wait"
@@ -485,6 +491,19 @@ class Tier:
                 if run.cell.fault == "clear":
                     run.emulator.call("finish", dag_id=run.cell.dag_id)
                     run.stage = "u_cleared"
+                elif run.cell.fault in AIRFLOW34_FAULTS:
+                    # 3.4's clear of the waiting task: state discarded (clear34) or kept (keepstate).
+                    run.kill_try = ti.try_number
+                    actions.clear_task(
+                        self.dep,
+                        run.cell.dag_id,
+                        run.run_id,
+                        TASK_ID,
+                        keep_task_state=run.cell.fault == "keepstate",
+                    )
+                    self._baseline(run, state)
+                    run.untracked = 0
+                    run.stage = "drain"
                 else:
                     actions.mark_task(self.dep, run.cell.dag_id, run.run_id, TASK_ID, "failed")
                     run.stage = "u_after"
