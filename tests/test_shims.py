@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -122,3 +123,50 @@ def test_metrics_and_spans_work_here():
     shims.incr_metric("resumable_job.fresh_submit", {"operator": "Probe"})
     with shims.durable_span("resumable_job.resume_decision") as span:
         span.set_attribute("operator", "Probe")
+
+
+def test_airflow_3_3s_clear_keeps_task_state():
+    """The installed Airflow (3.3) keeps a task's state on every clear: no keep_task_state anywhere."""
+    pytest.importorskip("airflow.api_fastapi.core_api.datamodels.task_instances")
+    assert shims.clear_discards_task_state() is False
+
+
+def test_3_4s_clear_is_told_by_the_body_field_not_the_version():
+    """A 3.3 whose clear body has 3.4's keep_task_state field clears as 3.4 does: detected the same way."""
+    pytest.importorskip("airflow.api_fastapi.core_api.datamodels.task_instances")
+    from tests.harness import airflow_34_clear
+
+    with airflow_34_clear():
+        assert shims.clear_discards_task_state() is True
+    assert shims.clear_discards_task_state() is False
+
+
+def test_3_4s_clear_is_told_by_a_clear_task_instances_parameter_too(monkeypatch):
+    """Where a later Airflow moves the discard into ``clear_task_instances``, its parameter tells it."""
+    from airflow.models import taskinstance
+
+    def clear_task_instances(tis, session, dag_run_state=None, keep_task_state=False):  # noqa: ANN001, ANN202
+        raise AssertionError("never called: only its signature is read")
+
+    monkeypatch.setattr(taskinstance, "clear_task_instances", clear_task_instances)
+    assert shims.clear_discards_task_state() is True
+
+
+def test_the_runtime_tiers_patch_makes_a_deployment_clear_as_3_4():
+    """``tests/e2e_runtime/airflow34``: on a component's PYTHONPATH, Airflow's clear body gains 3.4's field
+    once Airflow imports it (the api-server then accepts it) and the shim sees 3.4; nothing else runs."""
+    root = Path(__file__).resolve().parents[1]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root / "tests/e2e_runtime/airflow34"), str(root)]),
+    }
+    code = (
+        "import sys; assert 'airflow' not in sys.modules; "
+        "from airflow_durable import shims; "
+        "from airflow.api_fastapi.core_api.routes.public import task_instances as routes; "
+        "body = routes.ClearTaskInstancesBody(dry_run=False, keep_task_state=True); "
+        "print(shims.clear_discards_task_state(), body.keep_task_state)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == ["True", "True"]
