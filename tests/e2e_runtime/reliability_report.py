@@ -64,7 +64,7 @@ FAULT_ORDER = list(FAULT_TITLES)
 
 def _jobs(cell: dict[str, Any]) -> int:
     """The jobs the cell's fault calls for (a clear: two logical jobs); more are duplicates."""
-    return FAULTS[cell["fault"]].jobs if cell["fault"] in FAULTS else 1
+    return FAULTS[cell["fault"]].expected_jobs(cell.get("system", "")) if cell["fault"] in FAULTS else 1
 
 
 def _duplicates(cell: dict[str, Any]) -> int:

@@ -138,7 +138,7 @@ class CellResult:
         fault = FAULTS[self.fault]
         return (
             not self.error
-            and self.jobs == fault.jobs
+            and self.jobs == fault.expected_jobs(self.system)
             and self.final_state == fault.final
             and self.untracked == 0
             and self.log_ok is not False
