@@ -501,14 +501,21 @@ class Tier:
                         TASK_ID,
                         keep_task_state=run.cell.fault == "keepstate",
                     )
-                    self._baseline(run, state)
                     run.untracked = 0
-                    run.stage = "drain"
+                    run.stage = "u_next"
                 else:
                     actions.mark_task(self.dep, run.cell.dag_id, run.run_id, TASK_ID, "failed")
                     run.stage = "u_after"
             else:
                 self._ended_early(run, state)
+        elif run.stage == "u_next":  # a 3.4 clear: the jobs go on until the next try has polled its own
+            # The reads of the killed try (or of its trigger, until the task is queued) say nothing about what
+            # the next try decided: its reads are counted from when it is first seen running.
+            if ti is not None and ti.try_number > run.kill_try and ti.state in ("deferred", "running"):
+                self._baseline(run, state)
+                run.stage = "drain"
+            elif self.dep.dag_run_state(run.cell.dag_id, run.run_id) in ("success", "failed"):
+                run.stage = "drain"
         elif run.stage == "u_cleared":  # the first logical job ended; the user clears the finished task
             if self.dep.dag_run_state(run.cell.dag_id, run.run_id) in ("success", "failed"):
                 run.kill_try = ti.try_number if ti is not None else 0
