@@ -187,8 +187,11 @@ class DurableOwnedTrigger(BaseTrigger):
                 )
                 try:
                     await asyncio.wait({step})  # a cancel of this coroutine leaves `step` alone
-                except asyncio.CancelledError:
-                    step.cancel()
+                except asyncio.CancelledError as cancelled:
+                    # With the cancel's message: Airflow's user-action sentinel tells a provider trigger that
+                    # on_kill decides (EMR Serverless cancels its job on a bare cancel, which ended a job a
+                    # user had asked to carry on with: a keep_task_state clear).
+                    step.cancel(*cancelled.args[:1])
                     await asyncio.wait({step})  # the provider trigger's own cancel handling, then Airflow's
                     raise
                 event = step.result()
