@@ -208,4 +208,3 @@ def test_a_keep_task_state_clear_of_a_failed_job_submits_anew(case, emulator, de
     outcome = next_try(case, emulator, runner)
     jobs = job_ids(case, emulator)
     assert len(jobs) == 2 and case.reported(outcome) == jobs[1] != old
-
