@@ -364,12 +364,15 @@ def slow_answer_after_mark_note_in_flight(world: World) -> str:
 
 # ---------------------------------------------------------------------------- open on the fixed engine
 def record_deleted_then_retry(world: World) -> str:
-    """N3 (engine, open): try 1 submits and waits; the Storage tab deletes the record; try 1's worker dies
-    and the retry, finding no record, derives the same token (the lifetime salt is the run's start and
-    clear_number): it gets the older job back (idempotency key) or finds it by the token and keeps the
-    earliest, and returns or waits on it."""
+    """N3, fixed, then issue 23: try 1 submits and waits; the Storage tab deletes the record; try 1's
+    worker dies. The retry finds no record, and a new record lifetime (a logical job of its own) begins:
+    its tokens differ from try 1's (the lifetime salt names the try), so the system never hands the older
+    job back (N3 on ``59ecc40``: it did, and the retry returned it). Airflow shows an earlier lifetime
+    (``try_number`` 2), so the retry looks the task instance's jobs up, finds try 1's job still running,
+    records and cancels it, then submits its own and returns that job's result."""
     p1 = start(world)
     until_waiting(world, p1)
+    old = job_of(world, p1)
     act(
         world,
         "delete_record",
@@ -378,9 +381,53 @@ def record_deleted_then_retry(world: World) -> str:
     )
     act(world, "worker_dies", f"SIGKILL {p1.name}", lambda: world.kill_process(p1, node_lost=False))
     p2 = start(world)
+    _ends_old_job_then_returns_its_own(world, p2, old)
+    return f"2:{'waits-on' if world.deferrable else 'result-of'}-older-lj-after-record-deleted-storage-tab"
+
+
+def cancelled_by(world: World, job: Any) -> list[str]:
+    """The names of the actors whose cancel of ``job`` reached the system (from the model's log of the
+    ledger's cancel entries)."""
+    return [
+        line.split(" cancels job ")[0].strip()
+        for line in world.log
+        if f" cancels job {job.ledger_id}" in line and "(already ended)" not in line
+    ]
+
+
+def _ends_old_job_then_returns_its_own(world: World, p2: Process, old: Any) -> None:
+    """A try of a new logical job that begins without the record of the older one (``p2``): it ends the
+    older job ``old`` before it submits, then waits on the one job it submitted, and (sync: at once;
+    deferrable: in the resumed try) returns that job's result, never the older job's."""
+    until_parked(world, p2, "http", after_jobs=1)  # its own submit went through
+    (mine,) = (world.jobs[k] for k in p2.created)
+    assert mine.lj > old.lj and mine is not old, world.log
+    assert not world.active(old), f"the older job {old.ledger_id} was left running\n" + "\n".join(world.log)
+    assert any(n.startswith(f"p{p2.pid}") for n in cancelled_by(world, old)), (
+        f"{p2.name} did not cancel the older job {old.ledger_id}\n" + "\n".join(world.log)
+    )
     until_waiting(world, p2)
-    suffix = "record-deleted-storage-tab"
-    return _old_job_succeeds_then_try_2_ends(world, p2, suffix)  # type: ignore[return-value]
+    ended = p2
+    if world.deferrable:
+        until_exit(world, p2)
+        assert p2.outcome == "deferred", world.log
+        ti = world.db.ti
+        assert ti is not None and ti.trigger_id is not None, world.log
+        assert world.jobs_named_in(world.db.triggers[ti.trigger_id].kwargs) == {mine.key}, world.log
+    act(world, "job_ends", f"job {mine.ledger_id} succeeded", lambda: world.end_job(mine, "succeeded"))
+    if world.deferrable:
+        sync_all(world)
+        fire(world, instance_of(world, ti.trigger_id))
+        events_all(world)
+        ended = start(world)
+    until_exit(world, ended)
+    assert ended.outcome == "success", world.log
+    result = ended.main.result if ended.main else None
+    returned = world.jobs_named_in({"result": result, "xcoms": [p2.xcoms, ended.xcoms]})
+    assert returned == {mine.key}, f"{ended.name} returned {returned}, not its own job\n" + "\n".join(
+        world.log
+    )
+    assert [j.key for j in world.jobs.values() if world.active(j)] == [], world.log
 
 
 def mark_then_clear_before_sigterm(world: World) -> str | None:
