@@ -1,110 +1,104 @@
 """Violations the model finds on today's engine, with what each corresponds to.
 
-``make test`` records these instead of failing on them. Three tables, because they are emptied by
+``make test`` records these instead of failing on them. Four tables, because they are emptied by
 different work:
 
 * `KNOWN_VIOLATIONS`: engine findings whose fix has not landed (empty: every finding of issue 22 is fixed,
-  or listed below as a limit of Airflow 3.3 or as the next issue's); a violation not listed fails the model.
-  The findings the model showed on the engine of ``59ecc40`` are listed in docs/dev/model.md ("What it
-  found"); their scenarios in ``tests/model/scenarios.py`` are regression tests now.
-* `NEXT_ISSUE`: a job whose record Airflow (or a user) deleted while nothing held it: no engine can
-  reach it again from the record; it is the "Airflow forgets; the job doesn't" issue (DESIGN §8,
-  "Recoverable without the record"), which builds on this one.
+  or listed below); a violation not listed fails the model. The findings the model showed on the engine of
+  ``59ecc40`` are listed in docs/dev/model.md ("What it found"); their scenarios in
+  ``tests/model/scenarios.py`` are regression tests now.
+* `REAPER`: an active job nothing tracks and no try will come to find (issue 23: every job carries its task
+  instance's identity, and a try that finds no record while Airflow shows an earlier lifetime looks the
+  task instance's jobs up; invariant 3 counts a job that try will find as tracked,
+  `tests.model.world.World.coming_lookup_misses`). What is left is the task instance's end: finished,
+  marked, its run deleted, or a run re-created whose first try has no evidence to look up. Emptied by
+  issue 23 items 4 and 5 (``orphans`` through the systems, the opt-in reaper), built elsewhere; the model
+  does not play them.
+* `NO_LOOKUP`: the same on a system that offers no lookup of a task instance's jobs (the catalogue's
+  ``Lookup.implemented`` is False, with its reason): nothing finds the job without its record.
 * `IMPOSSIBLE_ON_AIRFLOW_3_3`: situations a try cannot tell apart with what Airflow 3.3 tells it
   (docs/dev/model.md, "Indistinguishable situations").
 
-Keys are ``<invariant>:<situation>`` as `tests.model.world.World.violate` builds them; a pattern ending
-in ``*`` matches every key it prefixes.
+The ``NEXT_ISSUE`` table of issue 22 ("only a lookup can end it") is gone: the lookups fixed what a try
+to come can reach, and the rest moved to `REAPER` or `NO_LOOKUP`.
+
+Keys are ``<invariant>:<situation>`` as `tests.model.world.World.violate` builds them; a pattern is matched
+with `fnmatch` (``*`` matches anything). An untracked job's situation (invariant 3) starts with why the try
+to come misses it when one comes (``no-lookup-``, ``no-evidence-``, ``record-kept-``, ``missed-by-lookup-``);
+without such a prefix, no try is to come that would find it.
 """
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
 KNOWN_VIOLATIONS: dict[str, str] = {}
 
-NEXT_ISSUE: dict[str, str] = {
-    "1:two-live-jobs-after-*": (
-        "a try that began before an outside hand deleted the record (retention, the Storage tab, a deleted "
-        "run) finds no record and, as a new lifetime, submits anew while the older job runs on untracked: "
-        "only a lookup of that job by the task instance's identity ends it"
-    ),
-    "5:never-recorded-old-job-survives-*": (
-        "a job no record ever named (its creator failed before writing its id: the lost answer with a failed "
-        "resend, above) outlives a clear: the new logical job's try keeps the older intent's token in "
-        "`unended`, but only a lookup by that token finds the job to end it"
-    ),
+_REAPER = "ended by the opt-in reaper / orphans via the systems (issue 23 items 4, 5)"
+
+REAPER: dict[str, str] = {
     "3:never-recorded-answer-lost-*": (
-        "N2 with a second fault: the service made the job but its answer was lost, and the same try's "
-        "resend of the token failed too (BigQuery: the resend's 409 makes the provider read the job, and "
-        "that read fails); the try ends with only the token recorded and no retry left. The single fault "
-        "is fixed (the resend; test_logical_job_edges.py::test_a_submit_whose_answer_was_lost_leaves_its_"
-        "job_tracked); this one needs a lookup of the job by its token"
-    ),
-    "3:never-recorded-creator-sigtermed": (
-        "N5 in flight: the user clears a running task while its submit call is in flight; the SIGTERM's "
-        "on_kill finds no id, the call returns one afterwards, the try cannot write it (its task-instance id "
-        "is superseded) and may not cancel (a zombie's retry may have reconnected to that job by its token: "
-        "finding 4). The new epoch's record keeps the older intent's token in `unended`; only a lookup "
-        "of the job by that token finds it"
-    ),
-    "3:unnamed-by-run-deleted-nobody-held-it*": (
-        "the DAG run was deleted while no process or running trigger held its job (e.g. deferred, no "
-        "triggerer had picked the trigger up yet, or the worker's node was lost): the record went with the "
-        "run, and only a lookup of the job by its identity in the system can find it again"
-    ),
-    "3:unnamed-by-run-deleted-holder-left-it-trigger-killed": (
-        "the DAG run was deleted while a trigger held its job, and the triggerer died before it cancelled "
-        "the trigger (on_kill never ran): nothing holds the job any more"
-    ),
-    "3:unnamed-by-run-deleted-holder-left-it-process-killed": (
-        "the DAG run was deleted while a worker held its job, and the worker died before its next heartbeat "
-        "(the SIGTERM → on_kill that would have cancelled it never came)"
+        f"{_REAPER}: N2 with a second fault (the service made the job, its answer was lost, and the same "
+        "try's resend of the token failed too: BigQuery's 409 makes the provider read the job, and that "
+        "read fails); the try ends with only the token recorded and no retry left. A retry would resend "
+        "the token or find the job by it"
     ),
     "3:never-recorded-creator-killed": (
-        "the worker was killed inside the submit→persist window and no try followed to resume the token "
-        "(no retry left, or the task was marked or its run deleted meanwhile): the record holds only the "
-        "token, and only a lookup of the job by its identity can find it"
+        f"{_REAPER}: the worker was killed inside the submit→persist window and no try follows (no retry "
+        "left, or the task was marked or its run deleted meanwhile); the record holds only the token"
     ),
     "3:never-recorded-creator-killed-after-on-kill-in-channel-call": (
-        "the user marked the task while its try was between its submit and the write of the job's id, the "
-        "SIGTERM landed inside that very channel call, and the supervisor's SIGKILL came before the call "
-        "returned (it has 5 s; the write takes milliseconds): on_kill could not ask Airflow who owns the job "
-        "(a second channel call would deadlock on CommsDecoder's lock), so it leaves the job to the record's "
-        "token by design (engine/ownership.py, Read.SKIPPED); only a lookup of the job by that token can "
-        "find it"
+        f"{_REAPER}: the user marked the task while its try was between its submit and the write of the "
+        "job's id, the SIGTERM landed inside that very channel call, and the supervisor's SIGKILL came "
+        "before the call returned: on_kill could not ask Airflow who owns the job (engine/ownership.py, "
+        "Read.SKIPPED) and the marked task instance runs no try again"
     ),
-    "3:unnamed-by-run-deleted-holder-left-it-process-deferred": (
-        "the DAG run was deleted while a try ran, and the try deferred before its next heartbeat: Airflow "
-        "refuses the deferral (the task instance is gone) and the process exits; no trigger and no on_kill "
-        "ever holds the job"
-    ),
-    "3:unnamed-by-run-deleted-holder-left-it-trigger-ended": (
-        "the DAG run was deleted while a trigger held its job, and the trigger ended on its own (an error "
-        "event after a failed status read) before the triggerer cancelled it: the event reaches no task "
-        "instance, nothing holds the job"
-    ),
-    "3:unnamed-by-run-deleted-holder-left-it-cancel-failed-*": (
-        "the DAG run was deleted; its job's holder tried to cancel it (on_kill) and the cancel failed: with "
-        "the run and its record gone nothing can try again"
+    "3:unnamed-by-run-deleted-*": (
+        f"{_REAPER}: the DAG run was deleted while its job ran (nothing held it, or its holder left it: a "
+        "process killed or refused its deferral, a trigger killed or ended on its own, a cancel that "
+        "failed): the record and the task instance went with the run, and no try of it will come"
     ),
     "3:unnamed-by-run-recreated-*": (
-        "the DAG run was deleted and triggered again with the same run_id while a try of the old run still "
-        "held its job: the old try's on_kill finds no record (its task-instance id is gone) and a task "
-        "instance of that name alive again (the new run's), so it leaves the job to 'a newer try', which "
-        "belongs to another run and never sees it"
+        f"{_REAPER}: the DAG run was deleted and triggered again with the same run_id; the old run's job "
+        "carries the same identity, but no try of the new run that would look it up is certain to come "
+        "(its first try shows no earlier lifetime, the old run's try went with its run)"
+    ),
+    "3:no-evidence-unnamed-by-run-recreated-*": (
+        f"{_REAPER}: as above, and the new run's next try is its first: try_number 1, clear_number 0, "
+        "max_tries = retries, so it makes no lookup (by design: a first try's happy path makes none). "
+        "`orphans` through the systems sees a job of the new run's task instance's identity that no "
+        "record names"
+    ),
+    "3:unnamed-by-clear-discarding-state-*": (
+        f"{_REAPER}: Airflow 3.4's default clear deleted the record while its job ran, and the task instance "
+        "ended before a try looked it up (marked, or its try already decided, or its run deleted)"
     ),
     "3:unnamed-by-clear_on_success-*": (
-        "the user marked the task success while its job ran and [state_store] clear_on_success is on: the "
-        "public API deletes the task's state-store rows (_clear_task_state_store_on_success) before any "
-        "listener runs; when nothing ran the task (up_for_retry, queued, scheduled) or its holder ended "
-        "without a kill (SIGKILLed before its heartbeat, a trigger killed with its triggerer), the job runs "
-        "on, named by nothing"
+        f"{_REAPER}: the user marked the task success while its job ran and [state_store] clear_on_success"
+        " is on: the public API deletes the record (_clear_task_state_store_on_success); the task "
+        "instance is finished and no try comes"
     ),
     "3:unnamed-by-retention-*": (
-        "the record expired (retention) while its job ran: nothing names the job any more (and a try "
-        "that held it may have exited without knowing: Airflow refuses a deferral of a task marked meanwhile)"
+        f"{_REAPER}: the record expired (retention) while its job ran and the task instance runs no try "
+        "again (it finished, or its try already decided)"
     ),
     "3:unnamed-by-storage-tab-*": (
-        "a user deleted the record in the UI's Storage tab while its job ran: nothing names the job any more"
+        f"{_REAPER}: a user deleted the record in the UI's Storage tab while its job ran and the task "
+        "instance runs no try again (it finished, or its try already decided)"
+    ),
+}
+
+NO_LOOKUP: dict[str, str] = {
+    "3:no-lookup-*": (
+        "the system offers no lookup of a task instance's jobs (catalogue Lookup.implemented False: "
+        "Databricks run-now takes no run name or tags and its idempotency_token is not listed; the "
+        "Snowflake SQL API has no statement list): a job whose record went is found by nothing but "
+        "`orphans`' cache"
+    ),
+    "5:never-recorded-old-job-survives-*-no-lookup": (
+        "the same: a job no record ever named (its creator failed before writing its id) outlives a "
+        "clear; the new logical job's record keeps the older intent's token, which only a lookup could "
+        "resolve"
     ),
 }
 
@@ -138,14 +132,19 @@ IMPOSSIBLE_ON_AIRFLOW_3_3: dict[str, str] = {
     ),
 }
 
-TABLES = {"known": KNOWN_VIOLATIONS, "next issue": NEXT_ISSUE, "impossible on 3.3": IMPOSSIBLE_ON_AIRFLOW_3_3}
+TABLES = {
+    "known": KNOWN_VIOLATIONS,
+    "reaper": REAPER,
+    "no lookup": NO_LOOKUP,
+    "impossible on 3.3": IMPOSSIBLE_ON_AIRFLOW_3_3,
+}
 
 
 def explain(key: str) -> str | None:
     """``"<table>: <why>"`` for a listed key, ``None`` for a new violation."""
     for label, table in TABLES.items():
         for pattern, why in table.items():
-            if key == pattern or (pattern.endswith("*") and key.startswith(pattern[:-1])):
+            if fnmatchcase(key, pattern):
                 return f"{label}: {why}"
     return None
 

@@ -278,7 +278,7 @@ def sigterm_in_the_window(world: World) -> str:
 def sigterm_in_the_window_killed_before_the_write(world: World) -> str:
     """The same, but the SIGKILL lands before the interrupted write returns: ``on_kill`` could not ask who
     owns the job, so it left it to the record's token; only a lookup by that token finds it (the next
-    issue, listed in ``NEXT_ISSUE``)."""
+    issue; now `REAPER`: the marked task instance runs no try that would find it)."""
     p1 = _sigterm_inside_the_id_write(world)
     act(world, "sigkill_after_sigterm", f"supervisor escalates {p1.name}", lambda: world.escalate(p1))
     return "3:never-recorded-creator-killed-after-on-kill-in-channel-call"
@@ -430,6 +430,35 @@ def _ends_old_job_then_returns_its_own(world: World, p2: Process, old: Any) -> N
     assert [j.key for j in world.jobs.values() if world.active(j)] == [], world.log
 
 
+def clear_discarding_state_of_failed_task(world: World) -> None:
+    """Issue 23, item 3: Airflow 3.4's default clear of a failed task whose job outlived its worker. Try 1
+    submits and records; its node dies; the heartbeat timeout fails the task (no retry left), the record
+    still naming the job. The user clears the task and 3.4 deletes its state rows in the same request:
+    the next try finds no record, the clear is its evidence of an earlier lifetime, so it looks the task
+    instance's jobs up, ends try 1's job and returns its own job's result."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    old = job_of(world, p1)
+    act(
+        world,
+        "worker_dies",
+        f"SIGKILL {p1.name} and its node",
+        lambda: world.kill_process(p1, node_lost=True),
+    )
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    assert world.db.ti is not None and world.db.ti.state == af.FAILED, world.log
+    assert world.active(old) and world.named(old), world.log
+    act(
+        world,
+        "clear_discarding_state",
+        "user clears the task (failed), Airflow 3.4's default: its state is discarded",
+        world.clear_discarding_state,
+    )
+    assert not world.db.store, world.log
+    p2 = start(world)
+    _ends_old_job_then_returns_its_own(world, p2, old)
+
+
 def mark_then_clear_before_sigterm(world: World) -> str | None:
     """N4: the user marks the running task success, then clears it before the try's next heartbeat; the
     SIGTERM's on_kill cannot read its record (its id is superseded). Airflow answers that the task has no
@@ -462,15 +491,20 @@ def sigtermed_try_submits(world: World) -> str:
     """N5 (engine, open): the user clears the running task after its intent write, before its submit; the
     heartbeat's SIGTERM runs on_kill (nothing to cancel yet); the user clears again and the new epoch's try
     starts; the old try's main thread goes on, submits, cannot write the id (its task-instance id is
-    superseded), sees a try running and, as a superseded try, does not cancel: the job runs untracked."""
+    superseded), sees a try running and, as a superseded try, does not cancel: the job ran untracked.
+    Since issue 23 the new epoch's try, whose record keeps the old intent's token, finds that job and
+    ends it before it submits its own."""
     p1 = start(world)
     until_parked(world, p1, "http")
     act(world, "clear", "user clears the task (running)", world.clear)
     act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
     until_killer_done(world, p1)
     act(world, "clear", "user clears the task again (restarting)", world.clear)
-    start(world)  # the new epoch's try is running (parked at its first store read) when p1 asks
+    p2 = start(world)  # the new epoch's try is running (parked at its first store read) when p1 asks
     until_exit(world, p1)
+    # Issue 23: the record p2 reads is p1's intent, of an older epoch, with the token p1 submitted with;
+    # p2 finds the job by it (the token lookup, else the identity lookup) and ends it before submitting.
+    _ends_old_job_then_returns_its_own(world, p2, job_of(world, p1))
     return "3:never-recorded-creator-sigtermed"
 
 
@@ -541,6 +575,10 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
         {"deferrable": True, "retries": 0},
     ),
     "record_deleted_then_retry": (record_deleted_then_retry, {"retries": 1}),
+    "clear_discarding_state_of_failed_task": (
+        clear_discarding_state_of_failed_task,
+        {"deferrable": False, "retries": 0},
+    ),
     "mark_then_clear_before_sigterm": (mark_then_clear_before_sigterm, {"deferrable": False, "retries": 0}),
     "mark_then_clear_then_a_new_try_before_sigterm": (
         mark_then_clear_then_a_new_try_before_sigterm,

@@ -18,8 +18,10 @@ Definitions (also in docs/dev/model.md):
   rows, outside the ``history`` audit trail.
 * **knows**: an actor knows a job it created, or whose id appeared in one of its requests to the
   service or in the service's answer to it; a trigger knows the jobs its serialized kwargs name.
-* **tracked**: an active job is tracked while the current record names it, or a live actor (a process
-  not yet exited or killed, a running trigger instance) knows it.
+* **tracked**: an active job is tracked while the current record names it, a live actor (a process
+  not yet exited or killed, a running trigger instance) knows it, the trigger row of the task instance's
+  current deferral names it (a triggerer will run it), or the try that decides next will find it by a
+  lookup (`World.coming_lookup_misses`: issue 23; every job carries its task instance's identity).
 * **owner**: at a given moment, the owner of the current LJ's jobs is the newest try (the process whose
   task-instance id is the row's current id) and the trigger instance built from its current deferral's
   trigger row on the triggerer that row is assigned to.
@@ -40,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_durable import catalogue
+from airflow_durable.engine.identity import tokens_in
 from tests.harness import WorkerCrash
 from tests.model import airflow_side as af
 from tests.model.coop import Actor, Coop, park_async
@@ -94,6 +98,7 @@ class Process:
     frozen: bool = False
     dead: bool = False
     exited: bool = False
+    incarnation: int = 0  # of the DAG run it belongs to
     deadlocked: bool = False
     #: SIGTERM landed while the main thread held the channel's lock: on_kill could not ask Airflow anything.
     sigterm_locked: bool = False
@@ -174,6 +179,10 @@ class Job:
     step: int
     cancel_failed: bool = False
     answer_lost: bool = False  # the submission took effect but its answer never reached the try
+    #: The airflow-durable tokens its submission carried (the ledger's token, and any in its payload).
+    tokens: frozenset[str] = frozenset()
+    #: (run incarnation, try number) of the try the model last expected to find it by a lookup.
+    awaited_by: tuple[int, int] | None = None
     #: The live actors that knew it when its record went (who could still have ended it).
     holders: list[Any] = field(default_factory=list)
     #: Step at which the record last named it, and what stopped naming it.
@@ -229,6 +238,10 @@ class World:
         self._answer_lost_by: Any = None
         self._saved_sleep: Any = asyncio.sleep
         self._lj_of_try: dict[tuple[int, int], int] = {}  # (run incarnation, try_number) → LJ
+        #: The operator as the DAG declares it (what a coming try will run): its record key, whether it
+        #: waits, whether its system can list a task instance's jobs (issue 23's lookup).
+        self._declared = case.make(self.emulator, deferrable, retries=retries)
+        self._awaited: tuple[int, int] | None = None  # set by `coming_try`
         self.emulator.lifecycle = [case.initial, case.running]
         host.gate = self._gate_http
         host.seen = self._seen_http
@@ -364,6 +377,9 @@ class World:
                 key = "|".join(atoms(entry.external_id))
                 lj = owner.lj if isinstance(owner, (Process, TriggerInstance)) else self.lj
                 job = Job(entry.external_id, key, atoms(entry.external_id), lj, actor.name, self.step)
+                job.tokens = frozenset(
+                    tokens_in(json.dumps(entry.payload, default=str)) | tokens_in(entry.token)
+                )
                 job.answer_lost = self._answer_lost_by is actor
                 self._answer_lost_by = None
                 self.jobs[key] = job
@@ -490,6 +506,7 @@ class World:
             pid=pid,
             kind="resume" if resuming else "execute",
             try_number=ti.try_number,
+            incarnation=run.incarnation,
             ti_id=ti.id,
             lj=lj,
             operator=operator,
@@ -1040,6 +1057,20 @@ class World:
         cause = f"clear of {before or 'none'}" + ("" if reset_dag_run else " (reset_dag_runs=false)")
         self._begin_lj(cause, state=before, worker=worker, reset_dag_run=reset_dag_run)
 
+    def clear_discarding_state(self, reset_dag_run: bool = True) -> None:
+        """Airflow 3.4's default task clear (REST ``POST .../clearTaskInstances`` without ``keep_task_state``:
+        the UI's clear dialog, airflowctl), done on 3.3.2 as 3.4 does it: ``clear_task_instances`` as in
+        `clear`, then, in the same request once the clear succeeded, the cleared task instance's
+        ``task_state_store`` rows are deleted (/work/shared/reference/airflow-3.4-clear.md; upstream
+        apache/airflow#72100). A DAG-run clear and a mark keep the state on 3.4 (3.5 discards on DAG-run
+        clears too): only this clear kind discards. The engine needs nothing of 3.4 here: the next try finds
+        no record, and the clear is its evidence of an earlier lifetime (``clear_number``, ``max_tries``)."""
+        self.clear(reset_dag_run=reset_dag_run)
+        self.ljs[-1].detail["state_discarded"] = True
+        if self.db.store:
+            self.db.store.clear()
+            self._record_gone("clear discarding state")
+
     def _reset_run_for_clear(self) -> None:
         run = self.db.run
         assert run is not None
@@ -1201,11 +1232,20 @@ class World:
                 continue
             by_lj.setdefault(job.lj, []).append(job)
             if not self.named(job) and not any(job.key in knows for knows in live_knowers):
+                missed = self.coming_lookup_misses(job)
+                if missed is None:
+                    # The try that decides next finds it by the task instance's identity (or its token).
+                    job.awaited_by = self._awaited
+                    continue
+                if not missed and job.awaited_by is not None and self._decided(job.awaited_by):
+                    missed = "missed-by-lookup"  # the try expected to find it decided without naming it
+                situation = (f"{missed}-" if missed else "") + self._untracked_situation(job)
                 self.violate(
                     "3",
-                    self._untracked_situation(job),
+                    situation,
                     f"job {job.ledger_id} (LJ {job.lj}) is active "
-                    "and nothing tracks it: no record names it, no live process or trigger knows it",
+                    "and nothing tracks it: no record names it, no live process or trigger knows it"
+                    + (f" ({missed})" if missed else ", and no try is to come that would find it"),
                 )
         for lj, jobs in by_lj.items():
             if len(jobs) < 2:
@@ -1220,9 +1260,137 @@ class World:
                     "and no try of it is between a submit and its persist",
                 )
 
+    # ------------------------------------------------------------------ a try to come (issue 23)
+    def coming_try(self) -> tuple[int, int, int, int] | None:
+        """``(try_number, max_tries, clear_number, retries)`` as the try that decides next will see them: a
+        fresh try Airflow 3.3.2 will start unless a user acts first, or the current one if it has not
+        decided yet; ``None`` when no such try is certain.
+
+        * ``running`` with its try alive, not frozen or SIGTERMed, and before its first store write (its
+          lookup comes before any write: `ResumableJobMixin._track_found_jobs`): that try, as it started;
+        * no state, ``up_for_retry``, ``scheduled`` (not a resumed deferral: ``next_method`` unset): the
+          scheduler queues it (``DagRun.schedule_tis``: ``try_number + 1``); ``queued``: it already has it;
+        * ``restarting`` (cleared while running): always. Its worker, told at its next heartbeat (404),
+          exits, or is killed, and ``process_executor_events`` sets no state with ``max_tries = try_number
+          + task.retries``; a silent worker is failed by the heartbeat timeout, and ``is_eligible_to_retry``
+          is true for ``restarting`` (``handle_failure`` → ``up_for_retry``). The try after it is try
+          ``try_number + 1`` (≥ 2);
+        * ``running`` whose worker is gone with its node (or there is no worker): the heartbeat timeout
+          (``_purge_task_instances_without_heartbeats``) → ``TaskInstance.handle_failure`` →
+          ``fetch_handle_failure_context``: ``is_eligible_to_retry`` (``task.retries and try_number <=
+          max_tries``) → ``up_for_retry``, else ``failed`` (no try);
+        * anything else: a live worker may still succeed, a frozen one may thaw, a deferral resumes the same
+          try (``execute_complete``, no lookup), a finished task instance runs again only if a user clears it
+          (``clear_task_instances``).
+        """
+        ti, run = self.db.ti, self.db.run
+        self._awaited = None
+        if ti is None or run is None:
+            return None
+        later = (run.clear_number, self.db.retries)
+        coming = self._coming_try(ti, run, later)
+        if coming is not None:
+            self._awaited = (run.incarnation, coming[0])
+        return coming
+
+    def _coming_try(
+        self, ti: af.TaskInstanceRow, run: af.DagRunRow, later: tuple[int, int]
+    ) -> tuple[int, int, int, int] | None:
+        if ti.next_method is None and ti.state in (af.NONE, af.UP_FOR_RETRY, af.SCHEDULED):
+            return ti.try_number + 1, ti.max_tries, *later
+        if ti.next_method is None and ti.state == af.QUEUED:
+            return ti.try_number, ti.max_tries, *later
+        if ti.state == af.RESTARTING:
+            return ti.try_number + 1, ti.max_tries, *later
+        if ti.state == af.RUNNING:
+            holder = next((p for p in self.processes if p.pid == ti.pid), None)
+            if (
+                holder is not None
+                and holder.alive
+                and holder.ti_id == ti.id
+                and holder.kind == "execute"
+                and not (holder.frozen or holder.sigterm or holder.writes or holder.created)
+            ):
+                view = holder.view
+                return (
+                    holder.try_number,
+                    int(view["ti.max_tries"]),
+                    int(view["dag_run.clear_number"]),
+                    int(view["task.retries"]),
+                )
+            if holder is not None and not (holder.dead and holder.node_lost):
+                return None
+            if self.db.retries and ti.try_number <= ti.max_tries:
+                return ti.try_number + 1, ti.max_tries, *later
+        return None
+
+    def _decided(self, which: tuple[int, int]) -> bool:
+        """Whether the try ``(run incarnation, try number)`` got past its lookup: its first store write (the
+        intent, which names what the lookup found) or a submit."""
+        return any(
+            (p.incarnation, p.try_number) == which and p.kind == "execute" and (p.writes or p.created)
+            for p in self.processes
+        )
+
+    def _lookup_ends_jobs(self) -> bool:
+        """Whether a try of this operator that looks its task instance's jobs up ends the older ones: the
+        system lists them (catalogue ``Lookup.implemented``), the list does not lag, the operator waits."""
+        operator = self._declared
+        lookup = catalogue.LOOKUPS.get(operator.external_id_key)
+        return (
+            lookup is not None
+            and lookup.implemented
+            and not getattr(self.emulator, "list_lag_reads", 0)
+            and not getattr(self.emulator, "list_lag_seconds", 0)
+            and bool(operator.durable_waits())
+            and bool(getattr(operator, "cancel_on_kill", True))
+        )
+
+    def coming_lookup_misses(self, job: Job) -> str | None:
+        """Whether the try to come finds ``job`` by a lookup and ends it (then it is tracked): ``None`` if
+        it does, else why not (``""``: no try is to come; only the opt-in reaper or ``orphans`` through the
+        systems can end the job, issue 23 items 4 and 5).
+
+        Every job the model's operators submit carries the task instance's identity (its dag, run_id, task
+        and map index: a deleted and re-created run has the same). The engine looks the identity up
+        (``durable_find``) when the try finds no record and Airflow shows an earlier lifetime
+        (``TryIdentity.may_have_run_before``: ``try_number > 1``, ``clear_number > 0`` or ``max_tries >
+        retries``), and ends every still-active job of another lifetime. A try whose record names a job by
+        its token only reaches it too: an intent of its own clear epoch is resent with that token (the
+        system's idempotency key, or the token lookup after submitting: issue 22), an older epoch's intent
+        or a token kept in ``unended`` is found by the token (``_left_by_old_epoch``) or resolved by the
+        identity lookup (``_resolve_tokens``). Only an operator that waits ends what it found (one that only
+        submits leaves earlier jobs, as the provider operator does)."""
+        operator = self._declared
+        lookup = catalogue.LOOKUPS.get(operator.external_id_key)
+        if lookup is None or not lookup.implemented:
+            return "no-lookup"  # nothing lists it, whether a try comes or not: the system's limit
+        if getattr(self.emulator, "list_lag_reads", 0) or getattr(self.emulator, "list_lag_seconds", 0):
+            return "list-lags"
+        if not operator.durable_waits() or not getattr(operator, "cancel_on_kill", True):
+            return "submit-only"
+        coming = self.coming_try()
+        if coming is None:
+            return ""
+        record = self.db.store.get(operator.external_id_key)
+        if record is None:
+            try_number, max_tries, clear_number, retries = coming
+            if not (try_number > 1 or clear_number > 0 or max_tries > retries):
+                return "no-evidence"
+            return None
+        if job.tokens & deep_atoms(without_history(record)):
+            return None
+        return "record-kept"
+
     def _live_knowers(self) -> list[set[str]]:
         found = [p.knows for p in self.processes if p.alive]
         found += [i.knows for i in self.instances if i.running]
+        # The trigger row of the task instance's current deferral: a live, healthy triggerer builds it
+        # (``Trigger.assign_unassigned``, ``build_trigger_workloads``) and it waits on the jobs it names.
+        ti = self.db.ti
+        row = self.db.triggers.get(ti.trigger_id) if ti is not None and ti.trigger_id is not None else None
+        if ti is not None and ti.state == af.DEFERRED and row is not None and row.ti_id == ti.id:
+            found.append(self.jobs_named_in(row.kwargs))
         return found
 
     def _track_naming(self) -> None:
@@ -1284,9 +1452,14 @@ class World:
             if not ended_by or any(x.cause.startswith(("run", "record")) for x in between):
                 # A deleted run or record in between: the new try cannot know the old job ((3) covers it).
                 continue
-            if old.unnamed_by not in (None, "overwritten") and not self.named(old):
+            if (
+                old.unnamed_by not in (None, "overwritten")
+                and not self.named(old)
+                and not (old.unnamed_by.startswith("clear discarding state") and self._lookup_ends_jobs())
+            ):
                 # Airflow deleted the record that named it (a mark success under clear_on_success): the
-                # same, the new try cannot know it.
+                # same, the new try cannot know it. After 3.4's clear it can: the clear is its evidence,
+                # and it looks the task instance's jobs up (where the system lists them).
                 continue
             if old.cancel_failed and self.named(old):
                 continue
@@ -1297,6 +1470,8 @@ class World:
                 situation = f"old-job-left-running-named-after-{_slug(cause)}"
             elif old.last_named is None:  # no record ever named it (its creator failed before the id write)
                 situation = f"never-recorded-old-job-survives-{_slug(cause)}"
+                if not self._lookup_ends_jobs():
+                    situation += "-no-lookup"  # only a lookup could resolve the token the record keeps
             else:
                 situation = f"old-job-survives-{_slug(cause)}"
             self.violate(
@@ -1516,12 +1691,13 @@ def _deserde(value: Any) -> Any:
 
 
 def _slug(lj: LogicalJob) -> str:
+    discarded = "-state-discarded" if lj.detail.get("state_discarded") else ""
     if lj.cause.startswith("clear of running"):
         reset = "" if lj.detail.get("reset_dag_run", True) else "-no-run-reset"
-        return f"clear-of-running-{lj.detail.get('worker', '?')}-worker{reset}"
+        return f"clear-of-running-{lj.detail.get('worker', '?')}-worker{reset}{discarded}"
     return (
         lj.cause.replace(" (reset_dag_runs=false)", "-no-run-reset")
         .replace(" ", "-")
         .replace("(", "")
         .replace(")", "")
-    )
+    ) + discarded
