@@ -1231,7 +1231,9 @@ class World:
             if not self.active(job):
                 continue
             by_lj.setdefault(job.lj, []).append(job)
-            if not self.named(job) and not any(job.key in knows for knows in live_knowers):
+            if self.named(job) or any(job.key in knows for knows in live_knowers):
+                job.awaited_by = None  # found (or still held): a later loss is a new one
+            else:
                 missed = self.coming_lookup_misses(job)
                 if missed is None:
                     # The try that decides next finds it by the task instance's identity (or its token).
@@ -1415,7 +1417,10 @@ class World:
                 fate = "killed"
             else:
                 fate = f"ended-{creator.outcome}"
-            return f"never-recorded{'-answer-lost' if job.answer_lost else ''}-creator-{fate}"
+            # One of two jobs its (failed) creator made with one token: a lost answer's resend, or the
+            # converging lookup's duplicate; the try ended without ending it.
+            duplicate = "-duplicate" if fate == "ended-failed" and len(creator.created) > 1 else ""
+            return f"never-recorded{duplicate}{'-answer-lost' if job.answer_lost else ''}-creator-{fate}"
         situation = f"unnamed-by-{(job.unnamed_by or 'overwritten').replace(' ', '-')}"
         if job.unnamed_by in (None, "overwritten") and job.cancel_failed:
             situation += "-after-failed-cancel"
@@ -1435,6 +1440,8 @@ class World:
             # A try that began before the record went (here: frozen meanwhile) finds none and submits anew:
             # only a lookup of the older job by its identity can end it.
             return "two-live-jobs-after-" + "-".join(g.replace(" ", "-") for g in gone)
+        if any(j.answer_lost for j in jobs):
+            return "two-live-jobs-after-lost-answer"  # the resend of a lost answer made the second
         return "two-live-jobs"
 
     def _check_new_job(self, job: Job, owner: Any) -> None:
