@@ -76,6 +76,12 @@ REAPER: dict[str, str] = {
         "record to an outside hand (a mark success under clear_on_success, retention, the Storage tab, a "
         "deleted run) and the task instance runs no try that would find them; invariant 3 names each"
     ),
+    "3:*never-recorded-*-run-deleted": (
+        f"{_REAPER}: the job's DAG run was deleted (and maybe triggered again) before its creator wrote its "
+        "id (e.g. a try cleared while its submit was in flight, whose new epoch's try would have found the "
+        "job by the old intent's token, as scenario sigtermed_try_submits shows): the record went with the "
+        "run and no try of it will come"
+    ),
     "3:unnamed-by-run-deleted-*": (
         f"{_REAPER}: the DAG run was deleted while its job ran (nothing held it, or its holder left it: a "
         "process killed or refused its deferral, a trigger killed or ended on its own, a cancel that "

@@ -1420,7 +1420,12 @@ class World:
             # One of two jobs its (failed) creator made with one token: a lost answer's resend, or the
             # converging lookup's duplicate; the try ended without ending it.
             duplicate = "-duplicate" if fate == "ended-failed" and len(creator.created) > 1 else ""
-            return f"never-recorded{duplicate}{'-answer-lost' if job.answer_lost else ''}-creator-{fate}"
+            run = self.db.run
+            # Its run was deleted (and maybe re-created) before the id was written: the record went with it.
+            gone = creator is not None and (run is None or creator.incarnation != run.incarnation)
+            return f"never-recorded{duplicate}{'-answer-lost' if job.answer_lost else ''}-creator-{fate}" + (
+                "-run-deleted" if gone else ""
+            )
         situation = f"unnamed-by-{(job.unnamed_by or 'overwritten').replace(' ', '-')}"
         if job.unnamed_by in (None, "overwritten") and job.cancel_failed:
             situation += "-after-failed-cancel"
