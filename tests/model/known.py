@@ -99,9 +99,17 @@ REAPER: dict[str, str] = {
         "try's happy path makes none). The old run's job carries the identity of the new run's task "
         "instance: `orphans` through the systems must tell it from the new run's own jobs by its token"
     ),
+    "3:record-kept-*unnamed-by-run-recreated-*": (
+        f"{_REAPER}: as above, after the re-created run's first try (no evidence, no lookup) wrote its own "
+        "record: every later try follows that record, which names the new run's job, and never looks up "
+        "the old run's (make explore, Batch: deferred, the run deleted, its triggerer killed, the run "
+        "triggered again, its first try fails after its id write)"
+    ),
     "3:unnamed-by-clear-discarding-state-*": (
         f"{_REAPER}: Airflow 3.4's default clear deleted the record while its job ran, and the task instance "
-        "ended before a try looked it up (marked, or its try already decided, or its run deleted)"
+        "ended before a try looked it up (marked, its try already decided, its run deleted), or the try that "
+        "found it could not write it down (the intent write failed: a try that cannot prove itself current "
+        "ends nothing) and no retry was left"
     ),
     "3:unnamed-by-clear_on_success-*": (
         f"{_REAPER}: the user marked the task success while its job ran and [state_store] clear_on_success"
