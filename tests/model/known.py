@@ -34,14 +34,16 @@ from fnmatch import fnmatchcase
 
 KNOWN_VIOLATIONS: dict[str, str] = {
     # Reported to the lead; not the lookup path: issue 22's convergence where no idempotency key exists.
-    "1:two-live-jobs-after-lost-answer": (
-        "engine, open (EMR steps; make explore on forgets): the service took a submission whose answer was "
-        "lost, the same try resent the token (a second job: no idempotency key), and the converging token "
-        "lookup after it (ListSteps) failed: the try records the job it holds (_record_held_job) and fails "
-        "without saying the convergence is unfinished; the retry reconnects to that job and never looks the "
-        "token up again, so the first job runs on beside it, named by nothing. Sequence (emr_add_steps, "
-        "sync, retries=1): service_fault submit; try 1 starts and submits (answer lost); service_fault "
-        "status; try 1 resends and fails at ListSteps; try 2 starts and reconnects"
+    "1:two-live-jobs-after-lost-answer-creator-ended-failed": (
+        "engine, open (EMR steps, Batch; make explore on forgets): the service took a submission whose "
+        "answer was lost, the same try resent the token (a second job: no idempotency key), and a read "
+        "between that submit and the id write failed (EMR steps: the converging ListSteps itself; Batch: "
+        "the DescribeJobs after ListJobs found both): the try records only the job it holds "
+        "(_record_held_job) and fails, saying nothing of the other job with its token; the retry reconnects "
+        "to the recorded job and never looks the token up again, so the first job runs on, named by "
+        "nothing. Sequence (emr_add_steps or batch, sync, retries=1): service_fault submit; try 1 starts "
+        "and submits (answer lost); service_fault status; try 1 resends and fails at the read; try 2 starts "
+        "and reconnects"
     ),
     "3:*never-recorded-duplicate-*": (
         "engine, open: the same convergence. (a) The lost answer's job after the retry reconnected (above). "
@@ -70,6 +72,11 @@ REAPER: dict[str, str] = {
         "job's id, the SIGTERM landed inside that very channel call, and the supervisor's SIGKILL came "
         "before the call returned: on_kill could not ask Airflow who owns the job (engine/ownership.py, "
         "Read.SKIPPED) and the marked task instance runs no try again"
+    ),
+    "1:two-live-jobs-after-lost-answer-*": (
+        f"{_REAPER}: the try that resent a lost answer's token (two jobs, no idempotency key) was killed or "
+        "SIGTERMed before its converging lookup ended the second, and no try follows (a try that follows "
+        "resends the token and keeps the earliest job: the model then counts both as reached)"
     ),
     "1:two-live-jobs-after-*": (
         f"{_REAPER}: two jobs of one logical job (one kept in the record after its cancel failed) lost their "

@@ -1253,7 +1253,11 @@ class World:
             if len(jobs) < 2:
                 continue
             inflight = any(p.alive and p.lj == lj and p.pending_submit for p in self.processes)
-            if not inflight:
+            # A try to come that reaches every job but (at most) the one the record names converges them:
+            # it resends the recorded token and keeps the earliest job carrying it, or ends what its
+            # lookup finds (a try that fails to do so shows as missed-by-lookup, (3)).
+            reached = [j for j in jobs if not self.named(j) and self.coming_lookup_misses(j) is None]
+            if not inflight and len(jobs) - len(reached) > 1:
                 ids = [j.ledger_id for j in jobs]
                 self.violate(
                     "1",
@@ -1402,21 +1406,24 @@ class World:
             elif job.last_named is not None and job.unnamed_by is None:
                 job.unnamed_by = "overwritten"
 
+    def _creator_fate(self, job: Job) -> str:
+        creator = next((p for p in self.processes if job.key in p.created), None)
+        if creator is None:
+            return "unknown"
+        if creator.deadlocked:
+            return "killed-after-on-kill-deadlock"
+        if creator.sigterm_locked and creator.dead:
+            return "killed-after-on-kill-in-channel-call"
+        if creator.sigterm:
+            return "sigtermed"
+        if creator.dead:
+            return "killed"
+        return f"ended-{creator.outcome}"
+
     def _untracked_situation(self, job: Job) -> str:
         if job.last_named is None:
             creator = next((p for p in self.processes if job.key in p.created), None)
-            if creator is None:
-                fate = "unknown"
-            elif creator.deadlocked:
-                fate = "killed-after-on-kill-deadlock"
-            elif creator.sigterm_locked and creator.dead:
-                fate = "killed-after-on-kill-in-channel-call"
-            elif creator.sigterm:
-                fate = "sigtermed"
-            elif creator.dead:
-                fate = "killed"
-            else:
-                fate = f"ended-{creator.outcome}"
+            fate = self._creator_fate(job)
             # One of two jobs its (failed) creator made with one token: a lost answer's resend, or the
             # converging lookup's duplicate; the try ended without ending it.
             duplicate = "-duplicate" if fate == "ended-failed" and len(creator.created) > 1 else ""
@@ -1445,8 +1452,9 @@ class World:
             # A try that began before the record went (here: frozen meanwhile) finds none and submits anew:
             # only a lookup of the older job by its identity can end it.
             return "two-live-jobs-after-" + "-".join(g.replace(" ", "-") for g in gone)
-        if any(j.answer_lost for j in jobs):
-            return "two-live-jobs-after-lost-answer"  # the resend of a lost answer made the second
+        lost = next((j for j in jobs if j.answer_lost), None)
+        if lost is not None:  # the resend of a lost answer made the second
+            return f"two-live-jobs-after-lost-answer-creator-{self._creator_fate(lost)}"
         return "two-live-jobs"
 
     def _check_new_job(self, job: Job, owner: Any) -> None:
