@@ -45,6 +45,15 @@ KNOWN_VIOLATIONS: dict[str, str] = {
         "and submits (answer lost); service_fault status; try 1 resends and fails at the read; try 2 starts "
         "and reconnects"
     ),
+    "5:mark-running-on-kill-left-job-answer-lost": (
+        "engine, open (EMR steps; make explore on forgets, shrunk): the service took a submission whose "
+        "answer was lost; the user marks the task success before the try resends; the SIGTERM's on_kill "
+        "has no id to cancel (the record holds only the token). The main thread then resends the token "
+        "anyway (a try whose on_kill ran must not submit: it does for a resend), converges on the earliest "
+        "job (the lost answer's), cancels the resend's and records the earliest, which runs on after the "
+        "mark, named by the record (orphans reports it). Sequence (emr_add_steps, sync, retries=0): "
+        "service_fault submit; try 1 submits (answer lost); mark success; heartbeat (SIGTERM, on_kill)"
+    ),
     "3:*never-recorded-duplicate-*": (
         "engine, open: the same convergence. (a) The lost answer's job after the retry reconnected (above). "
         "(b) The converging lookup found both jobs and the try adopted the earliest, then its id write "
@@ -138,7 +147,9 @@ NO_LOOKUP: dict[str, str] = {
         "the system offers no lookup of a task instance's jobs (catalogue Lookup.implemented False: "
         "Databricks run-now takes no run name or tags and its idempotency_token is not listed; the "
         "Snowflake SQL API has no statement list): a job whose record went is found by nothing but "
-        "`orphans`' cache"
+        "`orphans`' cache. (A never-recorded job whose record keeps its token may still be reached by a "
+        "try to come that resends the token through Databricks' idempotency key; the model does not "
+        "credit that on these systems)"
     ),
     "5:never-recorded-old-job-survives-*-no-lookup": (
         "the same: a job no record ever named (its creator failed before writing its id) outlives a "

@@ -1668,11 +1668,16 @@ class World:
         for key in process.knows:
             job = self.jobs.get(key)
             if job is not None and job.lj == process.lj and self.active(job) and not job.cancel_failed:
+                # A job whose submission's answer was lost: the try never had its id to cancel.
+                lost = "-answer-lost" if job.answer_lost else ""
                 self.violate(
                     "5",
-                    "mark-then-clear-running-on-kill-left-job"
-                    if cleared
-                    else "mark-running-on-kill-left-job",
+                    (
+                        "mark-then-clear-running-on-kill-left-job"
+                        if cleared
+                        else "mark-running-on-kill-left-job"
+                    )
+                    + lost,
                     f"{process.name}'s on_kill ran after a "
                     f"{marked[0].cause} but job {job.ledger_id} still runs",
                 )
