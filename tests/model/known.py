@@ -54,6 +54,17 @@ KNOWN_VIOLATIONS: dict[str, str] = {
         "mark, named by the record (orphans reports it). Sequence (emr_add_steps, sync, retries=0): "
         "service_fault submit; try 1 submits (answer lost); mark success; heartbeat (SIGTERM, on_kill)"
     ),
+    "5:mark-deferred-after-clear-discarding-state-trigger-left-job": (
+        "engine, open (issue 23, Airflow 3.4's clear; make explore on forgets, Batch): the user "
+        "clears a deferred task with its state discarded, the new try starts (its XCom clear deletes the "
+        "old trigger's note) and the user marks it success before its lookup; the old trigger, cancelled "
+        "now, asks, finds its note gone and leaves the job to 'the newer try', as on 3.3 where the record "
+        "keeps naming the job for it; here nothing names it, the marked try never looks up, the job runs "
+        "on. Asked after the task instance ended (success/failed) no try waits on any job, so the "
+        "trigger's on_kill could cancel. Scenario clear_discarding_state_then_mark_before_the_lookup "
+        "(Databricks and Batch, deferrable): try 1 defers; clear_discarding_state; try 2 starts; mark "
+        "success; clean_unused_triggers; triggerer_sync (on_kill)"
+    ),
     "3:*never-recorded-duplicate-*": (
         "engine, open: the same convergence. (a) The lost answer's job after the retry reconnected (above). "
         "(b) The converging lookup found both jobs and the try adopted the earliest, then its id write "

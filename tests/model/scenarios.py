@@ -459,6 +459,38 @@ def clear_discarding_state_of_failed_task(world: World) -> None:
     _ends_old_job_then_returns_its_own(world, p2, old)
 
 
+def clear_discarding_state_then_mark_before_the_lookup(world: World) -> str:
+    """Issue 23 (engine, open): try 1 defers and its trigger runs; the user clears the task with its state
+    discarded (Airflow 3.4); the new try starts (its XCom clear deletes the trigger's note) and the user
+    marks it success before its lookup; the old trigger, cancelled now, finds its note gone and leaves the
+    job to the newer try, as on 3.3, where the record would keep naming the job: nothing ends it."""
+    p1 = start(world)
+    until_exit(world, p1)
+    sync_all(world)
+    ti = world.db.ti
+    assert ti is not None and ti.trigger_id is not None, world.log
+    trigger = instance_of(world, ti.trigger_id)
+    run_until(
+        world,
+        lambda: trigger.actor,
+        lambda: trigger.events > 0 or world.is_status_read(trigger.actor.parked if trigger.actor else None),
+        f"{trigger.name} polls",
+    )
+    act(
+        world,
+        "clear_discarding_state",
+        "user clears the task (deferred), Airflow 3.4's default: its state is discarded",
+        world.clear_discarding_state,
+    )
+    p2 = start(world)
+    until_parked(world, p2, "store_get")  # its XComs cleared, its lookup not made yet
+    act(world, "mark", "user marks the task success (running)", lambda: world.mark(af.SUCCESS))
+    act(world, "clean_unused_triggers", "clean unused triggers", world.clean_unused)
+    sync_all(world)
+    fire(world, trigger)
+    return "5:mark-deferred-after-clear-discarding-state-trigger-left-job"
+
+
 def mark_then_clear_before_sigterm(world: World) -> str | None:
     """N4: the user marks the running task success, then clears it before the try's next heartbeat; the
     SIGTERM's on_kill cannot read its record (its id is superseded). Airflow answers that the task has no
@@ -578,6 +610,10 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     "clear_discarding_state_of_failed_task": (
         clear_discarding_state_of_failed_task,
         {"deferrable": False, "retries": 0},
+    ),
+    "clear_discarding_state_then_mark_before_the_lookup": (
+        clear_discarding_state_then_mark_before_the_lookup,
+        {"deferrable": True, "retries": 0},
     ),
     "mark_then_clear_before_sigterm": (mark_then_clear_before_sigterm, {"deferrable": False, "retries": 0}),
     "mark_then_clear_then_a_new_try_before_sigterm": (

@@ -1630,6 +1630,13 @@ class World:
                 ti = self.db.ti
                 state = ti.state if ti is not None else "gone"
                 situation = "mark-then-clear-deferred" if cleared else "mark-deferred"
+                if any(
+                    instance.lj < x.number < marked[0].number and x.detail.get("state_discarded")
+                    for x in self.ljs
+                ):
+                    # Airflow 3.4's clear deleted the record first: a newer try's start (its XCom clear)
+                    # no longer means the record keeps the job for it.
+                    situation += "-after-clear-discarding-state"
                 self.violate(
                     "5",
                     f"{situation}-trigger-left-job",
