@@ -1257,7 +1257,10 @@ class World:
             # it resends the recorded token and keeps the earliest job carrying it, or ends what its
             # lookup finds (a try that fails to do so shows as missed-by-lookup, (3)).
             reached = [j for j in jobs if not self.named(j) and self.coming_lookup_misses(j) is None]
-            if not inflight and len(jobs) - len(reached) > 1:
+            # A duplicate whose cancel failed and that the record keeps (`unended`) is the record's to end
+            # (the next try, or `orphans`), as in invariant 5.
+            kept = [j for j in jobs if j.cancel_failed and self.named(j)]
+            if not inflight and len(jobs) - len(reached) - len(kept) > 1:
                 ids = [j.ledger_id for j in jobs]
                 self.violate(
                     "1",
