@@ -1622,6 +1622,10 @@ class World:
             return
         if any(instance.lj < x.number < marked[0].number and x.cause.startswith("run") for x in self.ljs):
             return  # the mark is of a re-created run's task instance: the trigger's went with its run ((3))
+        if any(x.number > marked[0].number and x.cause.startswith("run") for x in self.ljs):
+            # The run was deleted after the mark (as check_sigterm_done has it): its record went with it, and
+            # a re-created run's task instance answers for the trigger's; (3) applies.
+            return
         # A clear after the mark and a new try begun before the trigger decided (it cleared the XComs
         # before the trigger's note was written): the trigger cannot tell that try from its own.
         cleared = any(x.number > marked[0].number and x.cause.startswith("clear") for x in self.ljs) and any(
