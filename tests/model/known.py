@@ -29,7 +29,8 @@ NEXT_ISSUE: dict[str, str] = {
     ),
     "5:never-recorded-old-job-survives-*": (
         "a job no record ever named (its creator failed before writing its id: the lost answer with a failed "
-        "resend, above) outlives a clear: the new logical job's try keeps the older intent's token in "
+        "resend, above, or N5 in flight whose creator's own cancel then failed) outlives a clear: the new "
+        "logical job's try keeps the older intent's token in "
         "`unended`, but only a lookup by that token finds the job to end it"
     ),
     "3:never-recorded-answer-lost-*": (

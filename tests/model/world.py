@@ -1291,12 +1291,14 @@ class World:
             if old.cancel_failed and self.named(old):
                 continue
             cause = ended_by[0]
-            if old.cancel_failed:
+            if old.last_named is None and not self.named(old):
+                # No record ever named it (its creator failed before the id write, and the creator's own
+                # cancel may have failed too): the next issue's lookup by token, whatever the cancel did.
+                situation = f"never-recorded-old-job-survives-{_slug(cause)}"
+            elif old.cancel_failed:
                 situation = "old-job-dropped-after-failed-cancel"
             elif self.named(old):  # kept in the record (e.g. its status unknown) but never cancelled
                 situation = f"old-job-left-running-named-after-{_slug(cause)}"
-            elif old.last_named is None:  # no record ever named it (its creator failed before the id write)
-                situation = f"never-recorded-old-job-survives-{_slug(cause)}"
             else:
                 situation = f"old-job-survives-{_slug(cause)}"
             self.violate(
