@@ -24,8 +24,10 @@ KNOWN_VIOLATIONS: dict[str, str] = {}
 NEXT_ISSUE: dict[str, str] = {
     "1:two-live-jobs-after-*": (
         "a try that began before an outside hand deleted the record (retention, the Storage tab, a deleted "
-        "run) finds no record and, as a new lifetime, submits anew while the older job runs on untracked: "
-        "only a lookup of that job by the task instance's identity ends it"
+        "run) finds no record and, as a new lifetime, submits anew while the older job runs on untracked; "
+        "or a try whose run was deleted while it resent a lost submission to a system without idempotency "
+        "(a second job) is killed before it converges: only a lookup by the task instance's identity ends "
+        "them"
     ),
     "5:never-recorded-old-job-survives-*": (
         "a job no record ever named (its creator failed before writing its id: the lost answer with a failed "
@@ -72,6 +74,11 @@ NEXT_ISSUE: dict[str, str] = {
         "(a second channel call would deadlock on CommsDecoder's lock), so it leaves the job to the record's "
         "token by design (engine/ownership.py, Read.SKIPPED); only a lookup of the job by that token can "
         "find it"
+    ),
+    "3:unnamed-by-run-deleted-holder-left-it-process-failed": (
+        "the DAG run was deleted while a try waited on its job, and the try then failed on its own (its "
+        "waiter gave up) before its next heartbeat: a failed try leaves its job to the retry, which a "
+        "deleted run never has; only a lookup of the job by its identity finds it"
     ),
     "3:unnamed-by-run-deleted-holder-left-it-process-deferred": (
         "the DAG run was deleted while a try ran, and the try deferred before its next heartbeat: Airflow "

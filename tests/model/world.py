@@ -1263,6 +1263,9 @@ class World:
 
     def _two_jobs_situation(self, lj: int, jobs: list[Job]) -> str:
         gone = sorted({j.unnamed_by for j in jobs if j.unnamed_by not in (None, "overwritten")})
+        if not gone and any(x.number > lj and x.cause == "run deleted" for x in self.ljs):
+            # Neither was ever recorded (the try's writes failed once its run was deleted): the same.
+            gone = ["run deleted"]
         if gone:
             # A try that began before the record went (here: frozen meanwhile) finds none and submits anew:
             # only a lookup of the older job by its identity can end it.
