@@ -100,6 +100,13 @@ NEXT_ISSUE: dict[str, str] = {
         "instance of that name alive again (the new run's), so it leaves the job to 'a newer try', which "
         "belongs to another run and never sees it"
     ),
+    "5:mark-deferred-then-run-recreated-trigger-left-job": (
+        "the user marked the deferred task, then deleted its DAG run and triggered it again with the same "
+        "run_id before the trigger's on_kill asked Airflow: the answer is about the new run's task instance "
+        "of the same name (running), so the trigger leaves the job to it, and the new run's first try has "
+        "no evidence of an earlier lifetime to look it up; only orphans through the systems (a job of this "
+        "identity that the task instance's record does not name) can end it"
+    ),
     "3:unnamed-by-clear_on_success-*": (
         "the user marked the task success while its job ran and [state_store] clear_on_success is on: the "
         "public API deletes the task's state-store rows (_clear_task_state_store_on_success) before any "

@@ -1440,6 +1440,10 @@ class World:
                 ti = self.db.ti
                 state = ti.state if ti is not None else "gone"
                 situation = "mark-then-clear-deferred" if cleared else "mark-deferred"
+                if any(x.number > marked[0].number and x.cause == "run re-created" for x in self.ljs):
+                    # Its run was deleted and triggered again before on_kill asked: Airflow answered about
+                    # the new run's task instance of the same name (the run-recreated case of (3)).
+                    situation = "mark-deferred-then-run-recreated"
                 self.violate(
                     "5",
                     f"{situation}-trigger-left-job",
