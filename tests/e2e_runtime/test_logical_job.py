@@ -951,6 +951,22 @@ def _attach_logs(dep: Deployment, results: dict[str, Any]) -> None:
         dag_id = value.get("dag_id") if isinstance(value, dict) else None
         if dag_id:
             value["logs"] = dep.task_logs(dag_id, chars=2500)[-12000:]
+            value["component_lines"] = _component_lines(dep, dag_id)
+
+
+def _component_lines(dep: Deployment, dag_id: str, limit: int = 60) -> list[str]:
+    """The scheduler's and triggerer's log lines about one DAG (a state change the task logs do not show,
+    such as a heartbeat timeout that failed a try), for a failure's write-up."""
+    lines: list[str] = []
+    for component in ("scheduler", "triggerer"):
+        path = dep.logs / f"{component}.log"
+        with contextlib.suppress(OSError):
+            lines += [
+                f"{component}: {line[:400]}"
+                for line in path.read_text(errors="replace").splitlines()
+                if dag_id in line
+            ]
+    return lines[-limit:]
 
 
 @contextlib.contextmanager
