@@ -58,6 +58,10 @@ NEXT_ISSUE: dict[str, str] = {
         "the DAG run was deleted while a trigger held its job, and the triggerer died before it cancelled "
         "the trigger (on_kill never ran): nothing holds the job any more"
     ),
+    "3:unnamed-by-run-deleted-holder-left-it-trigger-on-kill-never-ran": (
+        "the DAG run was deleted while a trigger held its job; the triggerer cancelled the trigger for the "
+        "user's action and died before its on_kill ran: nothing holds the job any more"
+    ),
     "3:unnamed-by-run-deleted-holder-left-it-process-killed": (
         "the DAG run was deleted while a worker held its job, and the worker died before its next heartbeat "
         "(the SIGTERM → on_kill that would have cancelled it never came)"
@@ -74,6 +78,11 @@ NEXT_ISSUE: dict[str, str] = {
         "(a second channel call would deadlock on CommsDecoder's lock), so it leaves the job to the record's "
         "token by design (engine/ownership.py, Read.SKIPPED); only a lookup of the job by that token can "
         "find it"
+    ),
+    "3:unnamed-by-run-deleted-never-recorded-*": (
+        "a job no record ever named (its creator was killed, stopped or refused before the id write, or its "
+        "answer was lost) whose DAG run was deleted since: no try of that run will ever resume its token; "
+        "only a lookup of the job by its identity finds it"
     ),
     "3:unnamed-by-run-deleted-holder-left-it-process-failed": (
         "the DAG run was deleted while a try waited on its job, and the try then failed on its own (its "

@@ -1247,7 +1247,15 @@ class World:
                 fate = "killed"
             else:
                 fate = f"ended-{creator.outcome}"
-            return f"never-recorded{'-answer-lost' if job.answer_lost else ''}-creator-{fate}"
+            situation = f"never-recorded{'-answer-lost' if job.answer_lost else ''}-creator-{fate}"
+            if any(x.number > job.lj and x.cause == "run deleted" for x in self.ljs):
+                # Its run was deleted since: whatever the creator did, only a lookup by identity can
+                # find it now (the run-deleted / run-recreated cases).
+                gone = (
+                    "run-recreated" if any(x.cause == "run re-created" for x in self.ljs) else "run-deleted"
+                )
+                situation = f"unnamed-by-{gone}-{situation}"
+            return situation
         situation = f"unnamed-by-{(job.unnamed_by or 'overwritten').replace(' ', '-')}"
         if job.unnamed_by in (None, "overwritten") and job.cancel_failed:
             situation += "-after-failed-cancel"
