@@ -191,7 +191,7 @@ class Case:
         return runs[-1] if runs else None
 
     def _mine(self, entry: Any) -> bool:
-        return entry.payload.get("run_name") == self.dag_id
+        return actions.named_for(entry.payload.get("run_name"), self.dag_id)
 
     def created(self) -> list[Any]:
         return [e for e in self.dbx.ledger.submissions(operation="runs/submit") if self._mine(e)]
@@ -542,7 +542,7 @@ def s2a_trigger_id(dep: Deployment, dbx: DatabricksEmulator, dag_id: str, forced
             latency=HELD_SUBMIT,
             times=1,
             predicate=lambda request: (
-                isinstance(request.json, dict) and request.json.get("run_name") == dag_id
+                isinstance(request.json, dict) and actions.named_for(request.json.get("run_name"), dag_id)
             ),
         )
         with dep.paused("triggerer") as stops:
