@@ -26,8 +26,9 @@ NEXT_ISSUE: dict[str, str] = {
         "a try that began before an outside hand deleted the record (retention, the Storage tab, a deleted "
         "run) finds no record and, as a new lifetime, submits anew while the older job runs on untracked; "
         "or a try whose run was deleted while it resent a lost submission to a system without idempotency "
-        "(a second job) is killed before it converges; or the resend's answer is lost too (N2's double "
-        "fault, below): only a lookup by the task instance's identity or the token ends them"
+        "(a second job) is killed before it converges; or the resend's answer is lost too, or its "
+        "converge lookup fails (N2's double fault, below): only a lookup by the task instance's identity "
+        "or the token ends them"
     ),
     "5:never-recorded-old-job-survives-*": (
         "a job no record ever named (its creator failed before writing its id: the lost answer with a failed "

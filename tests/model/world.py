@@ -1274,9 +1274,9 @@ class World:
         if not gone and any(x.number > lj and x.cause == "run deleted" for x in self.ljs):
             # Neither was ever recorded (the try's writes failed once its run was deleted): the same.
             gone = ["run deleted"]
-        if not gone and all(j.last_named is None for j in jobs) and any(j.answer_lost for j in jobs):
-            # A lost answer, then a lost answer to the resend, on a system without idempotency: two jobs,
-            # neither ever recorded (N2's double fault: the record holds only their token).
+        if not gone and any(j.last_named is None and j.answer_lost for j in jobs):
+            # A lost answer, then the resend's answer lost too or its converge lookup failed, on a system
+            # without idempotency: the job of the lost answer was never recorded (N2's double fault).
             gone = ["answer lost"]
         if gone:
             # A try that began before the record went (here: frozen meanwhile) finds none and submits anew:
