@@ -117,6 +117,12 @@ NEXT_ISSUE: dict[str, str] = {
         "no evidence of an earlier lifetime to look it up; only orphans through the systems (a job of this "
         "identity that the task instance's record does not name) can end it"
     ),
+    "5:clear-then-mark-deferred-trigger-left-job": (
+        "the user cleared the deferred task, then marked it while the new try had not yet ended the old job "
+        "(the mark kills that try first); the old trigger's on_kill cannot tell whose state Airflow answers "
+        "(the new try's start took the trigger's note) and keeps the job; the record still names it and "
+        "the task ended: the opt-in reaper (orphans' rules with --cancel) ends it (issue 23, item 5)"
+    ),
     "3:unnamed-by-clear_on_success-*": (
         "the user marked the task success while its job ran and [state_store] clear_on_success is on: the "
         "public API deletes the task's state-store rows (_clear_task_state_store_on_success) before any "

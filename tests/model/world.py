@@ -1452,6 +1452,13 @@ class World:
                 ti = self.db.ti
                 state = ti.state if ti is not None else "gone"
                 situation = "mark-then-clear-deferred" if cleared else "mark-deferred"
+                if any(
+                    instance.lj < x.number < marked[0].number and x.cause.startswith("clear")
+                    for x in self.ljs
+                ):
+                    # Cleared first: the new try's start took the trigger's note, so Airflow's "ended" cannot
+                    # be told to be about the trigger's own try; the record still names the job.
+                    situation = "clear-then-mark-deferred"
                 if any(x.number > marked[0].number and x.cause == "run re-created" for x in self.ljs):
                     # Its run was deleted and triggered again before on_kill asked: Airflow answered about
                     # the new run's task instance of the same name (the run-recreated case of (3)).
