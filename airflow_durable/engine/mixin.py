@@ -1067,7 +1067,13 @@ class DurableJobEngine:
         )
         if gen.resumed:
             submitted = self._stamp(submitted, intent, gen.decision)
-        self._record_job(store, submitted, job)
+        try:
+            self._record_job(store, submitted, job)
+        except DurableStateError as err:
+            # No record names this try's duplicates either: they go the way of the job it holds.
+            for duplicate in duplicates:
+                self._cancel_unrecorded(duplicate, err)
+            raise
         self.log.info("task %s: submitted job %s", self.task_id, job)
         return self._cancel_duplicates(store, submitted, duplicates, own=submitted_id)
 

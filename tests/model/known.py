@@ -117,6 +117,11 @@ NEXT_ISSUE: dict[str, str] = {
         "no evidence of an earlier lifetime to look it up; only orphans through the systems (a job of this "
         "identity that the task instance's record does not name) can end it"
     ),
+    "5:mark-running-answer-lost-on-kill-left-job": (
+        "N2 and a mark: the submission's answer was lost, and the mark's SIGTERM came while the try resent "
+        "the token; on_kill holds no id for the job the lost answer made, and the record only its token: "
+        "only a lookup by that token finds it"
+    ),
     "5:clear-then-mark-deferred-trigger-left-job": (
         "the user cleared the deferred task, then marked it while the new try had not yet ended the old job "
         "(the mark kills that try first); the old trigger's on_kill cannot tell whose state Airflow answers "

@@ -1501,11 +1501,13 @@ class World:
         for key in process.knows:
             job = self.jobs.get(key)
             if job is not None and job.lj == process.lj and self.active(job) and not job.cancel_failed:
+                situation = "mark-then-clear-running" if cleared else "mark-running"
+                if job.answer_lost and job.last_named is None:
+                    # Its submission's answer never reached the try: on_kill holds no id for it (N2).
+                    situation += "-answer-lost"
                 self.violate(
                     "5",
-                    "mark-then-clear-running-on-kill-left-job"
-                    if cleared
-                    else "mark-running-on-kill-left-job",
+                    f"{situation}-on-kill-left-job",
                     f"{process.name}'s on_kill ran after a "
                     f"{marked[0].cause} but job {job.ledger_id} still runs",
                 )
