@@ -1305,7 +1305,8 @@ class World:
                 continue
             if old.cancel_failed and self.named(old):
                 continue
-            cause = ended_by[0]
+            # A clear no field tells from a retry hides the boundaries before it (see `_boundary`).
+            cause = next((x for x in ended_by if _slug(x).endswith("no-run-reset")), ended_by[0])
             if old.last_named is None and not self.named(old):
                 # No record ever named it (its creator failed before the id write, and the creator's own
                 # cancel may have failed too): the next issue's lookup by token, whatever the cancel did.
@@ -1327,10 +1328,13 @@ class World:
     def _boundary(self, older: int, newer: int) -> str:
         """The cause of the first LJ boundary between two LJs, as a key suffix."""
         low, high = sorted((older, newer))
-        for lj in self.ljs:
-            if low < lj.number <= high:
+        between = [lj for lj in self.ljs if low < lj.number <= high]
+        for lj in between:
+            if _slug(lj).endswith("no-run-reset"):
+                # A clear no field tells from a retry (IMPOSSIBLE_ON_AIRFLOW_3_3) hides every boundary before
+                # it from the try: name it, whatever came first.
                 return _slug(lj)
-        return "same-lj"
+        return _slug(between[0]) if between else "same-lj"
 
     def _check_try_end(self, process: Process, outcome: str, error: BaseException | None) -> None:
         """(2) A new logical job never receives an older job or its result; (5) at the try's decision."""
