@@ -122,3 +122,14 @@ def test_metrics_and_spans_work_here():
     shims.incr_metric("resumable_job.fresh_submit", {"operator": "Probe"})
     with shims.durable_span("resumable_job.resume_decision") as span:
         span.set_attribute("operator", "Probe")
+
+
+def test_the_user_action_cancel_message_is_airflows_own_where_it_has_one():
+    """The owned trigger hands a provider trigger Airflow's user-action cancel message (3.3+), so that a
+    provider's pre-3.3 cancel path stands down; below 3.3 there is none to hand."""
+    if shims.DURABLE_RUNTIME:
+        from airflow.jobs.triggerer_job_runner import _USER_ACTION_CANCEL_MSG
+
+        assert shims.user_action_cancel_message() == _USER_ACTION_CANCEL_MSG
+    else:
+        assert shims.user_action_cancel_message() is None

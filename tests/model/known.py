@@ -138,6 +138,24 @@ REAPER: dict[str, str] = {
         "found it could not write it down (the intent write failed: a try that cannot prove itself current "
         "ends nothing) and no retry was left"
     ),
+    "5:mark-deferred-then-run-recreated-trigger-left-job": (
+        "the user marked the deferred task, then deleted its DAG run and triggered it again with the same "
+        "run_id before the trigger's on_kill asked Airflow: the answer is about the new run's task instance "
+        "of the same name (running), so the trigger leaves the job to it, and the new run's first try has "
+        "no evidence of an earlier lifetime to look it up; only orphans through the systems (a job of this "
+        "identity that the task instance's record does not name) can end it"
+    ),
+    "5:mark-running-answer-lost-on-kill-left-job": (
+        "N2 and a mark: the submission's answer was lost, and the mark's SIGTERM came while the try resent "
+        "the token; on_kill holds no id for the job the lost answer made, and the record only its token: "
+        "only a lookup by that token finds it"
+    ),
+    "5:clear-then-mark-deferred-trigger-left-job": (
+        "the user cleared the deferred task, then marked it while the new try had not yet ended the old job "
+        "(the mark kills that try first); the old trigger's on_kill cannot tell whose state Airflow answers "
+        "(the new try's start took the trigger's note) and keeps the job; the record still names it and "
+        "the task ended: the opt-in reaper (orphans' rules with --cancel) ends it (issue 23, item 5)"
+    ),
     "3:unnamed-by-clear_on_success-*": (
         f"{_REAPER}: the user marked the task success while its job ran and [state_store] clear_on_success"
         " is on: the public API deletes the record (_clear_task_state_store_on_success); the task "

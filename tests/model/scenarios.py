@@ -579,7 +579,40 @@ def clear_after_retries_lowered(world: World) -> str:
 
 
 #: name → (scenario, requirements on the world: deferrable / retries / trigger_ids).
+def deferral_timeout_then_retry(world: World) -> str | None:
+    """Try 1 defers and its trigger polls; the deferral times out (``check_trigger_timeouts``); the resumed
+    try fails with ``TaskDeferralTimeout`` and the task is up for retry; the triggerer cancels the trigger
+    with the user-action message, past its ``timeout_after`` (``run_trigger``: no ``on_kill``); try 2
+    reconnects to job 1. Found by ``make explore`` on EMR Serverless: the provider trigger's own pre-3.3
+    cancel path (``EmrServerlessStartJobTrigger.run``: no user-action message reached it, the task was not
+    deferred) cancelled job 1 under try 2."""
+    p1 = start(world)
+    until_exit(world, p1)
+    if world.db.ti is None or not world.db.ti.trigger_timeout:
+        return None  # this operator defers without a timeout: nothing times out
+    sync_all(world)
+    (instance,) = [i for i in world.instances if i.row.serial == 1]
+    if instance.actor is not None and instance.actor in world.steppable():
+        act(world, "advance", f"{instance.name} polls", lambda: world.advance(instance.actor, 2))
+    act(world, "trigger_timeout", "scheduler: the deferral timed out", world.trigger_timeout)
+    resumed = start(world)
+    until_exit(world, resumed)
+    assert world.db.ti is not None and world.db.ti.state == af.UP_FOR_RETRY, world.log
+    act(world, "clean_unused_triggers", "clean unused triggers", world.clean_unused)
+    sync_all(world)
+    run_until(
+        world,
+        lambda: instance.actor,
+        lambda: instance.actor is None or instance.actor.done or instance.actor.dead,
+        f"{instance.name} ends",
+    )
+    p2 = start(world)
+    until_waiting(world, p2)
+    return None
+
+
 SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
+    "deferral_timeout_then_retry": (deferral_timeout_then_retry, {"deferrable": True, "retries": 1}),
     "clear_of_deferred_reaches_new_deferral": (
         clear_of_deferred_reaches_new_deferral,
         {"deferrable": True, "trigger_ids": "sqlite", "retries": 0},

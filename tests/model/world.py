@@ -1451,6 +1451,13 @@ class World:
 
     def _two_jobs_situation(self, lj: int, jobs: list[Job]) -> str:
         gone = sorted({j.unnamed_by for j in jobs if j.unnamed_by not in (None, "overwritten")})
+        if not gone and any(x.number > lj and x.cause == "run deleted" for x in self.ljs):
+            # Neither was ever recorded (the try's writes failed once its run was deleted): the same.
+            gone = ["run deleted"]
+        if not gone and any(j.last_named is None and j.answer_lost for j in jobs):
+            # A lost answer, then the resend's answer lost too or its converge lookup failed, on a system
+            # without idempotency: the job of the lost answer was never recorded (N2's double fault).
+            gone = ["answer lost"]
         if gone:
             # A try that began before the record went (here: frozen meanwhile) finds none and submits anew:
             # only a lookup of the older job by its identity can end it.
@@ -1486,8 +1493,13 @@ class World:
                 continue
             if old.cancel_failed and self.named(old):
                 continue
-            cause = ended_by[0]
-            if old.cancel_failed:
+            # A clear no field tells from a retry hides the boundaries before it (see `_boundary`).
+            cause = next((x for x in ended_by if _slug(x).endswith("no-run-reset")), ended_by[0])
+            if old.last_named is None and not self.named(old):
+                # No record ever named it (its creator failed before the id write, and the creator's own
+                # cancel may have failed too): the next issue's lookup by token, whatever the cancel did.
+                situation = f"never-recorded-old-job-survives-{_slug(cause)}"
+            elif old.cancel_failed:
                 situation = "old-job-dropped-after-failed-cancel"
             elif self.named(old):  # kept in the record (e.g. its status unknown) but never cancelled
                 situation = f"old-job-left-running-named-after-{_slug(cause)}"
@@ -1508,10 +1520,13 @@ class World:
     def _boundary(self, older: int, newer: int) -> str:
         """The cause of the first LJ boundary between two LJs, as a key suffix."""
         low, high = sorted((older, newer))
-        for lj in self.ljs:
-            if low < lj.number <= high:
+        between = [lj for lj in self.ljs if low < lj.number <= high]
+        for lj in between:
+            if _slug(lj).endswith("no-run-reset"):
+                # A clear no field tells from a retry (IMPOSSIBLE_ON_AIRFLOW_3_3) hides every boundary before
+                # it from the try: name it, whatever came first.
                 return _slug(lj)
-        return "same-lj"
+        return _slug(between[0]) if between else "same-lj"
 
     def _check_try_end(self, process: Process, outcome: str, error: BaseException | None) -> None:
         """(2) A new logical job never receives an older job or its result; (5) at the try's decision."""
