@@ -347,3 +347,23 @@ def test_the_command_exits_2_and_cancels_nothing_when_a_list_call_fails(case, em
     )
     assert "nothing cancelled" in result.stderr
     assert not job.cancelled
+
+
+# --------------------------------------------------------------------------- the page
+@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id.startswith("databricks")][:1])
+def test_the_page_shows_a_job_found_on_its_system_with_where(case, emulator, airflow):
+    """The "Durable jobs" page's table (its HTML, as the app renders it): the job no task instance claims
+    shows the identity it carries and where it was found; its cancel button only for a user who may edit
+    every DAG's task instances; a failed listing is shown, never hidden."""
+    pytest.importorskip("fastapi")
+    from airflow_durable.plugins.app import _render
+
+    job = Running(case, emulator)
+    orphans, report = _find(airflow, scans=[job.scan])
+    html = _render([], orphans, {"": True}, None, report)
+    assert html.count("<tr class='orphan'") == 1 and job.identity in html
+    assert f"found on {job.scan.where}" in html and "Cancel job</button>" in html
+    assert f"Systems listed for the jobs they carry: <span class='state'>{job.scan.where}</span>" in html
+    assert "Cancel job</button>" not in _render([], orphans, {"": False}, None, report)
+    report.errors.append("could not list Databricks jobs at databricks:x (GET jobs/runs/list): 403")
+    assert "scan-error'>could not list Databricks jobs" in _render([], [], {}, None, report)
