@@ -378,6 +378,7 @@ def orphans(
                 scans=scans,
                 scan_records=not no_scan,
                 report=report,
+                systems=system or (),
             ),
             quiet,
         )

@@ -490,19 +490,16 @@ class ScanReport:
 def scans_for(rows: Iterable[JobRow], cached: Iterable[dict[str, Any]], report: ScanReport) -> list[Scan]:
     """The places the records and the cache name, one scan each, and the operators that cannot be scanned."""
     out: dict[Any, Scan] = {}
-    seen_kinds: set[str] = set()
     for system, key, locator in [
         *((r.system, r.key, r.locator) for r in rows if r.record_state != "unreadable"),
         *((str(c.get("system")), str(c.get("key")), c.get("locator") or {}) for c in cached),
     ]:
         lookup = LOOKUPS.get(key)
-        if lookup is not None and not lookup.implemented and key not in seen_kinds:
-            seen_kinds.add(key)
-            report.not_scannable += [
-                f"{cls} ({system}): not listed on its system: {why}"
-                for cls, why in not_scannable(system)
-                if f"{cls} ({system})" not in " ".join(report.not_scannable)
-            ]
+        if lookup is not None and not lookup.implemented:
+            for cls, why in not_scannable(system):
+                note = f"{cls} ({system}): its jobs cannot be listed on the system: {why}"
+                if note not in report.not_scannable:
+                    report.not_scannable.append(note)
         try:
             scan = scan_of(system, dict(locator))
         except ImportError as err:
@@ -669,12 +666,14 @@ def find_orphans(
     scan_records: bool = True,
     unattributed_in_scope: bool | None = None,
     report: ScanReport | None = None,
+    systems: Sequence[str] = (),
 ) -> tuple[list[JobRow], list[JobRow]]:
     """``(rows, orphans)``: every record's row, and the probed jobs nothing waits for.
 
     The systems are listed at ``scans`` and, with ``scan_records``, at every place the records and the cache
     name (see `scan_systems`); ``report`` receives what that listing did. A job no task instance claims is
-    reported only if ``unattributed_in_scope`` (default: no ``dag_id``, every DAG is in scope).
+    reported only if ``unattributed_in_scope`` (default: no ``dag_id``, every DAG is in scope). ``systems``
+    limits the listing of the places the records name to those job kinds.
     """
     seen: dict[str, dict[str, Any]] = {}
     if rows is None:
@@ -689,7 +688,7 @@ def find_orphans(
     todo = candidates(rows) + lost
     wanted = list(scans)
     if scan_records:
-        wanted += scans_for(rows, cached, report)
+        wanted += [s for s in scans_for(rows, cached, report) if not systems or s.system in systems]
     unique = list({scan.key(): scan for scan in wanted}.values())
     if unique:
         named = [*rows, *lost, *(JobRow.from_json(c) for c in cached)]
