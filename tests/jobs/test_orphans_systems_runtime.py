@@ -43,6 +43,7 @@ pytestmark = [
 ]
 
 DAGS = Path(__file__).resolve().parent / "dags_systems"
+REPO = Path(__file__).resolve().parents[2]
 TASK_ID = "submit_run"
 DELETED, TRACKED = "afd_sys_deleted", "afd_sys_tracked"
 #: runs/get calls the deferrable path makes before it defers (job id, page url, state).
@@ -118,6 +119,8 @@ def test_a_deleted_runs_job_is_found_on_its_system_and_cancelled(
             "XDG_CACHE_HOME": str(tmp_path / "cache"),  # empty, and --no-cache keeps it so
             "COLUMNS": "250",
             "PYTHONWARNINGS": "ignore",
+            # The command of this checkout (a worktree sharing another checkout's venv has that one's).
+            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
         }
         return subprocess.run(
             [str(exe), *args], env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
