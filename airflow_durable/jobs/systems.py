@@ -478,7 +478,7 @@ def _dbt_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
             hook.get_job_runs(
                 account_id=locator.get("account_id"),
                 payload={
-                    "status__in": str(codes),
+                    "status__in": "[" + ",".join(map(str, codes)) + "]",  # the API's form: [1,2,3]
                     "order_by": "-created_at",
                     "limit": page,
                     "offset": offset,
