@@ -144,6 +144,8 @@ def test_a_deleted_runs_job_is_found_on_its_system_and_cancelled(
     for dag_id, run_id in run_ids.items():
         dep.trigger(dag_id, run_id)
     wait(lambda: state(DELETED) == "failed" and state(TRACKED) == "deferred", "one failed, one deferred")
+    # The API refuses to delete a running DAG run (409): the run ends (failed), its job goes on.
+    wait(lambda: dep.dag_run_state(DELETED, run_ids[DELETED]) == "failed", f"{DELETED}'s run to fail")
     (deleted_run,) = _runs(dbx, DELETED)
     (tracked_run,) = _runs(dbx, TRACKED)
     assert not deleted_run.is_terminal and not tracked_run.is_terminal
