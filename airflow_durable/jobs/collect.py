@@ -418,8 +418,12 @@ def find_orphans(
     progress: Callable[[int, int], None] | None = None,
     rows: list[JobRow] | None = None,
     in_scope: Callable[[str], bool] | None = None,
+    probed: list[JobRow] | None = None,
 ) -> tuple[list[JobRow], list[JobRow]]:
-    """``(rows, orphans)``: every record's row, and the probed jobs nothing waits for."""
+    """``(rows, orphans)``: every record's row, and the probed jobs nothing waits for.
+
+    ``probed``, if given, receives every job whose status was read (orphan or not, read or failed):
+    the reaper reports a status it could not read, whichever row it belongs to."""
     if rows is None:
         rows = collect(api, dag_id, operators, ui_url=ui_url)
     if in_scope is None:
@@ -429,6 +433,8 @@ def find_orphans(
     probe(todo, progress)
     for row in todo:
         row.orphan = orphan_reason(row)
+    if probed is not None:
+        probed.extend(todo)
     if cache is not None:
         update_cache(cache, rows, lost)
     return rows, [row for row in todo if row.orphan]
