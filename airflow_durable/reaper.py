@@ -377,7 +377,9 @@ def durable_reaper_dag(
     }
     with dag_cls(dag_id=dag_id, **{**defaults, **dag_kwargs}) as dag:
 
-        @task_decorator(task_id="reap", retries=0, execution_timeout=execution_timeout)
+        @task_decorator(
+            task_id="reap", retries=0, execution_timeout=execution_timeout, multiple_outputs=False
+        )
         def reap_orphans(params: dict[str, Any] | None = None) -> dict[str, Any]:
             chosen = (params or {}).get("dry_run", dry_run)
             return _run(api_conn_id, bool(chosen), cache=cache_path, **scope)

@@ -167,6 +167,7 @@ def test_the_dag_runs_one_at_a_time_without_catchup_or_retries():
     (task,) = dag.tasks
     assert (dag.max_active_runs, dag.catchup, task.task_id, task.retries) == (1, False, "reap", 0)
     assert task.execution_timeout == timedelta(minutes=10)
+    assert task.multiple_outputs is False  # the report is one XCom, not one per key
     assert dag.params["dry_run"] is True
     assert "airflow-durable" in dag.tags
 
