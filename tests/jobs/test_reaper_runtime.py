@@ -11,8 +11,9 @@ are in ``reaper_dags/reaper_scenarios.py``:
    marks it failed, the triggerer comes back: no trigger ever ran, and the reaper cancels the job.
 3. ``rp_tracked`` stays deferred throughout: its job is never touched.
 4. ``rp_dry``'s job, outside ``rp_reaper``'s scope: the dry-run reaper reports it and cancels nothing; a
-   reaper whose API password is wrong fails and cancels nothing; a run whose cancel call fails (the
-   emulator answers 500) fails and cancels nothing; the next run cancels it.
+   reaper whose API password is wrong fails and cancels nothing; a run that cannot read the job's status
+   (the emulator answers 400) and a run whose cancel call fails (500) fail and cancel nothing; the next
+   run cancels it.
 
 Everything is one test so that pytest-xdist can never split it over two deployments.
 """
@@ -330,6 +331,21 @@ def test_reaper_ends_the_jobs_no_process_will_end(
     log = deployment.task_logs("rp_reaper_badauth", chars=20000)
     assert "could not reach Airflow's REST API; nothing cancelled" in log and "auth/token" in log, log[-3000:]
     assert not h.cancel_calls("rp_dry") and h.run("rp_dry").state == "RUNNING"
+
+    unreadable = emulator.faults.add(
+        method="GET",
+        path_contains="jobs/runs/get",
+        status=400,
+        times=None,
+        transport="sync",
+        predicate=h.owns("rp_dry"),
+    )
+    blind = h.trigger("rp_reaper_dry", "status-fails", conf={"dry_run": False})
+    assert h.finished_run("rp_reaper_dry", blind) == "failed"
+    assert unreadable.hits >= 1 and not h.cancel_calls("rp_dry") and h.run("rp_dry").state == "RUNNING"
+    log = deployment.task_logs("rp_reaper_dry", chars=40000)
+    assert "could not read its status" in log, log[-3000:]
+    unreadable.remove()
 
     refused = emulator.faults.add(
         method="POST", path_contains="jobs/runs/cancel", status=500, times=None, predicate=h.owns("rp_dry")
