@@ -667,13 +667,16 @@ def find_orphans(
     unattributed_in_scope: bool | None = None,
     report: ScanReport | None = None,
     systems: Sequence[str] = (),
+    probed: list[JobRow] | None = None,
 ) -> tuple[list[JobRow], list[JobRow]]:
     """``(rows, orphans)``: every record's row, and the probed jobs nothing waits for.
 
     The systems are listed at ``scans`` and, with ``scan_records``, at every place the records and the cache
     name (see `scan_systems`); ``report`` receives what that listing did. A job no task instance claims is
     reported only if ``unattributed_in_scope`` (default: no ``dag_id``, every DAG is in scope). ``systems``
-    limits the listing of the places the records name to those job kinds.
+    limits the listing of the places the records name to those job kinds. ``probed``, if given, receives
+    every job whose status was read (orphan or not, read or failed): the reaper reports a status it could
+    not read, whichever row it belongs to.
     """
     seen: dict[str, dict[str, Any]] = {}
     if rows is None:
@@ -707,6 +710,8 @@ def find_orphans(
     probe(todo, progress)
     for row in todo:
         row.orphan = orphan_reason(row)
+    if probed is not None:
+        probed.extend(todo)
     if cache is not None:
         update_cache(cache, rows, lost)
     return rows, [row for row in todo if row.orphan]

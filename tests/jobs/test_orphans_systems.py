@@ -370,3 +370,22 @@ def test_the_page_shows_a_job_found_on_its_system_with_where(case, emulator, air
     assert "Cancel job</button>" not in _render([], orphans, {"": False}, None, report)
     report.errors.append("could not list Databricks jobs at databricks:x (GET jobs/runs/list): 403")
     assert "scan-error'>could not list Databricks jobs" in _render([], [], {}, None, report)
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id.startswith("databricks")][:1])
+def test_the_reaper_cancels_nothing_when_a_list_call_fails(case, emulator, airflow):
+    """The reaper lists the systems at the places the records name, as ``orphans`` does: one failed list
+    call fails its run before any cancel, even of an orphan the record names (as ``orphans --cancel``)."""
+    from airflow_durable.reaper import ReaperError, reap
+
+    job = Running(case, emulator)
+    job.add_ti(airflow, "failed", with_record=True)
+    fault = emulator.faults.add(status=403, times=None, predicate=_is_list_request)
+    with AirflowApi(airflow.url) as api, pytest.raises(ReaperError, match="could not list") as raised:
+        reap(api)
+    fault.remove()
+    assert "nothing cancelled" in str(raised.value)
+    assert not job.cancelled
+    with AirflowApi(airflow.url) as api:
+        report = reap(api)
+    assert job.cancelled, report
