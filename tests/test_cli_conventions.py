@@ -431,7 +431,11 @@ def test_orphans_warns_about_a_job_whose_status_it_cannot_read(
     airflow_api: _AirflowApi, no_cache: dict[str, str]
 ) -> None:
     _add_record(airflow_api, "lost", "failed", 4242, conn_id="afd_no_such_connection")
-    result = invoke("orphans", "--url", airflow_api.url, "--no-cache", "-q", env=no_cache)
+    result = invoke("orphans", "--url", airflow_api.url, "--no-cache", "--no-scan", "-q", env=no_cache)
     # Not an orphan as far as anyone can tell, but never silently: even --quiet says so.
     assert result.exit_code == 0 and result.stdout == ""
     assert "could not read the status of databricks job 4242 (lost/manual__1/submit_run)" in result.stderr
+    # Listing that system's jobs fails the same way: an incomplete look is an error (exit 2), even --quiet.
+    listed = invoke("orphans", "--url", airflow_api.url, "--no-cache", "-q", env=no_cache)
+    assert listed.exit_code == 2 and listed.stdout == ""
+    assert "could not list Databricks jobs at databricks:afd_no_such_connection" in listed.stderr

@@ -224,7 +224,7 @@ def test_the_example_dag_list_is_the_folder():
         f"docs/examples.md lists {sorted(listed)}, example_dags/ holds {sorted(durable)}"
     )
     text = page.read_text(encoding="utf-8")
-    named = set(re.findall(r"\b((?:durable|before|after)_\w+\.py)\b", text))
+    named = set(re.findall(r"\b((?:durable|before|after|maintenance)_\w+\.py)\b", text))
     on_disk = {p.name for p in (ROOT / "example_dags").glob("*.py")}
     assert named <= on_disk, f"docs/examples.md names files that do not exist: {sorted(named - on_disk)}"
     assert on_disk <= named, f"example DAGs the page never mentions: {sorted(on_disk - named)}"

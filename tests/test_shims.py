@@ -170,3 +170,14 @@ def test_the_runtime_tiers_patch_makes_a_deployment_clear_as_3_4():
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[-2:] == ["True", "True"]
+
+
+def test_the_user_action_cancel_message_is_airflows_own_where_it_has_one():
+    """The owned trigger hands a provider trigger Airflow's user-action cancel message (3.3+), so that a
+    provider's pre-3.3 cancel path stands down; below 3.3 there is none to hand."""
+    if shims.DURABLE_RUNTIME:
+        from airflow.jobs.triggerer_job_runner import _USER_ACTION_CANCEL_MSG
+
+        assert shims.user_action_cancel_message() == _USER_ACTION_CANCEL_MSG
+    else:
+        assert shims.user_action_cancel_message() is None

@@ -796,6 +796,10 @@ class DurableJobEngine:
         except DurableStateError:
             return Knowledge(Read.FAILED, task_state=self._task_state())
         if record is not None:
+            mine = self._me().try_number
+            if record.owner_try is not None and mine is not None and record.owner_try < mine:
+                # An older try's ownership: whether this try may end the job depends on Airflow's state.
+                return Knowledge(Read.OK, record, task_state=self._task_state())
             return Knowledge(Read.OK, record)
         return Knowledge(Read.NOT_FOUND, task_state=self._task_state())
 
@@ -1266,7 +1270,13 @@ class DurableJobEngine:
         )
         if gen.resumed:
             submitted = self._stamp(submitted, intent, gen.decision)
-        self._record_job(store, submitted, job)
+        try:
+            self._record_job(store, submitted, job)
+        except DurableStateError as err:
+            # No record names this try's duplicates either: they go the way of the job it holds.
+            for duplicate in duplicates:
+                self._cancel_unrecorded(duplicate, err)
+            raise
         self.log.info("task %s: submitted job %s", self.task_id, job)
         return self._cancel_duplicates(store, submitted, duplicates, own=submitted_id)
 
@@ -1364,9 +1374,11 @@ class DurableJobEngine:
             record,
             the_plan.decision,
         )
-        self._write_record(store, claimed, what=f"ownership of job {record.external_id!r}")
+        # Held before the write: a kill while the write is in flight (a user's mark) ends the job the try
+        # decided to wait on; the record names it either way.
         self._hold(record.external_id, Origin.TRACKED)
         self._durable_recorded = True
+        self._write_record(store, claimed, what=f"ownership of job {record.external_id!r}")
         return claimed
 
     # ------------------------------------------------------------------ 5. I/O: wait and complete

@@ -80,9 +80,9 @@ class Origin(enum.Enum):
 class Knowledge:
     read: Read
     record: JobRecord | None = None  # with Read.OK
-    #: Airflow's state of the task instance, asked when the record was not found or could not be read
-    #: (`GONE`: unknown to Airflow; ``None``: no state, i.e. cleared and no try started since; `UNASKED`:
-    #: not asked, or the question failed).
+    #: Airflow's state of the task instance, asked when the record was not found or could not be read, or
+    #: names an older try as the job's owner (`GONE`: unknown to Airflow; ``None``: no state, i.e. cleared
+    #: and no try started since; `UNASKED`: not asked, or the question failed).
     task_state: str | None = UNASKED
 
 
@@ -113,7 +113,7 @@ def may_cancel(
     and ends it.
     """
     if knowledge.read is Read.OK and knowledge.record is not None:
-        return _by_record(job, me, origin, intent_token, knowledge.record)
+        return _by_record(job, me, origin, intent_token, knowledge.record, knowledge.task_state)
     if knowledge.read in (Read.OK, Read.NOT_FOUND):
         if next_try_decides and knowledge.task_state in (RESTARTING, None):
             return Verdict(
@@ -139,7 +139,12 @@ def may_cancel(
 
 
 def _by_record(
-    job: Any, me: TryIdentity, origin: Origin, intent_token: str | None, record: JobRecord
+    job: Any,
+    me: TryIdentity,
+    origin: Origin,
+    intent_token: str | None,
+    record: JobRecord,
+    task_state: str | None = None,
 ) -> Verdict:
     if record.names(job):
         if record.state == "done":
@@ -147,6 +152,10 @@ def _by_record(
         if not same_epoch(record, me):
             return Verdict(True, "it belongs to a logical job the user ended (cleared since it started)")
         if record.owner_try is not None and me.try_number is not None and record.owner_try != me.try_number:
+            if record.owner_try < me.try_number and (task_state == GONE or task_state in ENDED_STATES):
+                # An older try's ownership that this try was taking over (its write in flight), and
+                # Airflow says the task instance ended (a user's mark): no try waits on the job.
+                return _by_task_state(task_state)
             return Verdict(False, f"try {record.owner_try} tracks it now (this is try {me.try_number})")
         return Verdict(True, "this try owns it")
     if record.keeps(job):

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from airflow_durable.jobs.api import AirflowApi
-    from airflow_durable.jobs.collect import CancelOutcome, JobCache, JobRow
+    from airflow_durable.jobs.collect import CancelOutcome, JobCache, JobRow, ScanReport
+    from airflow_durable.jobs.systems import Scan
 
 EXIT_OK, EXIT_ORPHANS, EXIT_ERROR = 0, 1, 2
 
@@ -47,8 +48,8 @@ JOBS_EXIT_CODES = {
 ORPHANS_EXIT_CODES = {
     EXIT_OK: "no orphan job (or --cancel ended every one)",
     EXIT_ORPHANS: "orphan jobs remain (also when the --cancel prompt is declined)",
-    EXIT_ERROR: "usage error; the API unreachable or refusing; --cancel without --yes and no "
-    "terminal; Airflow not installed",
+    EXIT_ERROR: "usage error; the API unreachable or refusing; a system's job list failed (then "
+    "--cancel cancels nothing); --cancel without --yes and no terminal; Airflow not installed",
 }
 
 Url = Annotated[
@@ -312,6 +313,25 @@ def orphans(
         bool, typer.Option("--cancel", help="Cancel them through each system's cancel call (asks first).")
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before cancelling.")] = False,
+    scan: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scan",
+            metavar="SYSTEM[:CONN_ID][:FIELD=VALUE,...]",
+            help="Also list this system's jobs that durable operators marked, where no record or cache "
+            "names it (a cold start), e.g. databricks:databricks_default, "
+            "batch:aws_default:region_name=eu-west-1, emr-steps:aws_default:job_flow_id=j-1ABC "
+            "(repeatable).",
+        ),
+    ] = None,
+    no_scan: Annotated[
+        bool,
+        typer.Option(
+            "--no-scan",
+            help="List no system's jobs except those --scan names: find jobs through the records and the "
+            "cache only.",
+        ),
+    ] = False,
     fmt: Format = "text",
     cache: CachePath = None,
     no_cache: NoCache = False,
@@ -327,29 +347,51 @@ def orphans(
     """Find the jobs still running that nothing waits for; exit 1 if any (for monitoring).
 
     An orphan's task instance ended, was cleared into a new epoch, or its record, task instance or DAG
-    run is gone (found through the cache of what earlier runs saw). --cancel never cancels a job whose
-    task instance is running or deferred, and appends what it did to cancellations.jsonl beside the cache.
+    run is gone (found through the cache of what earlier runs saw, and on the systems: every durable job
+    carries its task instance's identity, and the systems the records, the cache and --scan name are
+    listed). --cancel never cancels a job whose task instance is running or deferred (nor, for a job found
+    on its system, one whose task instance has not ended), and appends what it did to cancellations.jsonl
+    beside the cache.
     """
     from rich.console import Console
 
     from airflow_durable.jobs.api import ApiError
-    from airflow_durable.jobs.collect import cancel_orphans, find_orphans
+    from airflow_durable.jobs.collect import ScanReport, cancel_orphans, find_orphans
 
     fmt = choose_format(fmt, FORMATS, DEPRECATED_FORMATS)
     _need_airflow("orphans")
+    scans = _parse_scans(scan or ())
     api = _connect(url, token, username, password)
     err = Console(stderr=True, highlight=False)
     job_cache = _cache(api, cache, no_cache)
+    report = ScanReport()
     try:
         rows, found = _run_with_progress(
             err,
             "looking for orphans",
-            lambda p: find_orphans(api, dag, operator or (), cache=job_cache, progress=p),
+            lambda p: find_orphans(
+                api,
+                dag,
+                operator or (),
+                cache=job_cache,
+                progress=p,
+                scans=scans,
+                scan_records=not no_scan,
+                report=report,
+                systems=system or (),
+            ),
             quiet,
         )
         found = _filter(found, system, None)
         _warn_unread(_filter(rows, system, None))
+        _warn_scans(report, quiet)
         outcomes: list[CancelOutcome] = []
+        if report.errors:
+            # An incomplete look never acts: the next run, with the list call fixed, can.
+            if do_cancel:
+                error("a system's job list failed (above): nothing cancelled")
+            _print_orphans(fmt, found, [], report, quiet)
+            raise typer.Exit(EXIT_ERROR)
         if do_cancel and found:
             if fmt == "text":
                 _orphans_table(Console(highlight=False), found)
@@ -366,6 +408,15 @@ def orphans(
         api.close()
 
     remaining = [o.row for o in outcomes if not o.cancelled] if outcomes else found
+    _print_orphans(fmt, found, outcomes, report, quiet)
+    raise typer.Exit(EXIT_ORPHANS if remaining else EXIT_OK)
+
+
+def _print_orphans(
+    fmt: str, found: Sequence[JobRow], outcomes: Sequence[CancelOutcome], report: ScanReport, quiet: bool
+) -> None:
+    from rich.console import Console
+
     if fmt == "json":
         typer.echo(
             json.dumps(
@@ -380,6 +431,7 @@ def orphans(
                         }
                         for o in outcomes
                     ],
+                    "scans": report.to_json(),
                 },
                 indent=2,
                 default=str,
@@ -389,12 +441,37 @@ def orphans(
         for o in outcomes:
             mark = "[green]cancelled[/]" if o.cancelled else "[red]kept[/]"
             Console(highlight=False).print(
-                f"{mark} {o.row.system} {_ext(o.row.external_id)} ({o.row.dag_id}/{o.row.run_id}/"
-                f"{o.row.task_id}): {o.message}"
+                f"{mark} {o.row.system} {_ext(o.row.external_id)} ({_where(o.row)}): {o.message}"
             )
     elif found or not quiet:
         _orphans_table(Console(highlight=False), found)
-    raise typer.Exit(EXIT_ORPHANS if remaining else EXIT_OK)
+
+
+def _where(row: JobRow) -> str:
+    """The task instance a job belongs to, or, for a job no task instance claims, its identity."""
+    if row.dag_id:
+        return f"{row.dag_id}/{row.run_id}/{row.task_id}"
+    return f"{row.identity}, found at {row.found_in}"
+
+
+def _parse_scans(texts: Sequence[str]) -> list[Scan]:
+    from airflow_durable.jobs.systems import parse_scan
+
+    try:
+        return [parse_scan(text) for text in texts]
+    except ValueError as err:
+        raise _fail(str(err)) from None
+
+
+def _warn_scans(report: ScanReport, quiet: bool) -> None:
+    """A failed listing is an error (even with --quiet); a bounded one and a system no list can search are
+    said unless --quiet."""
+    for message in report.errors:
+        error(message)
+    if quiet:
+        return
+    for message in [*report.truncated, *report.not_scannable]:
+        warn(message)
 
 
 def _warn_unread(rows: Sequence[JobRow]) -> None:
@@ -434,14 +511,14 @@ def _orphans_table(console: Console, rows: Sequence[JobRow]) -> None:
         table.add_column(name, overflow="fold")
     for r in rows:
         table.add_row(
-            r.dag_id,
-            r.run_id,
-            r.task_id,
+            r.dag_id or "?",
+            r.run_id or (r.identity or "?"),
+            r.task_id or "?",
             str(r.map_index),
             r.system,
             _ext(r.external_id),
             str(r.generation or "-"),
-            r.orphan or "",
+            f"{r.orphan or ''} (found at {r.found_in})" if r.found_in else r.orphan or "",
             r.live.status if r.live else "-",
             _age(r.age_seconds()),
             r.job_url or "-",
@@ -467,6 +544,8 @@ def _audit(job_cache: JobCache | None, outcomes: Sequence[CancelOutcome]) -> Non
                 "system": o.row.system,
                 "external_id": o.row.external_id,
                 "why": o.row.orphan,
+                "identity": o.row.identity,
+                "found_in": o.row.found_in,
                 "cancelled": o.cancelled,
                 "message": o.message,
             }

@@ -12,10 +12,17 @@ An *orphan* is a job that is still active on its system while nothing in Airflow
 * ``unended``: a job the record keeps because its end is not known yet (a clear whose cancel of it
   failed, a duplicate submission whose cancel failed) is still running;
 * ``DAG run deleted`` / ``task instance deleted`` / ``record deleted``: the record is gone. Airflow deletes
-  a DAG run's task-state-store rows with the run, so these are found only through the local cache of
-  what an earlier ``jobs``/``orphans`` run saw (see `JobCache`).
+  a DAG run's task-state-store rows with the run; such a job is found through the local cache of what an
+  earlier ``jobs``/``orphans`` run saw (see `JobCache`), and through the systems themselves:
+* found on the system (`scan_systems`): every durable job carries its task instance's identity
+  (``afd-ti-…``, `airflow_durable.identity_tags`); the systems at the locators the records, the cache and
+  ``--scan`` name are listed for their active marked jobs. One that no record names is an orphan when no
+  task instance has its identity any more (its run or task instance was deleted) or when its task
+  instance has ended.
 
-A job whose task instance is ``running`` or ``deferred`` is never cancelled (`PROTECTED_STATES`).
+A job whose task instance is ``running`` or ``deferred`` is never cancelled (`PROTECTED_STATES`); a job
+found on a system is never cancelled while its task instance exists and has not ended (any state but
+`ENDED_STATES`): that task's next or current try looks its jobs up itself.
 """
 
 from __future__ import annotations
@@ -31,9 +38,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from airflow_durable.catalogue import LOOKUPS
+from airflow_durable.identity_tags import task_identity
 from airflow_durable.jobs.api import AirflowApi, ApiError, NotFound
 from airflow_durable.jobs.records import DURABLE_OPERATORS, KEY_PREFIX, RecordError, parse_record
-from airflow_durable.jobs.systems import LiveStatus, cancel, console_url, live_status
+from airflow_durable.jobs.systems import (
+    ListedJob,
+    LiveStatus,
+    Scan,
+    ScanError,
+    cancel,
+    console_url,
+    list_marked,
+    live_status,
+    not_scannable,
+    scan_of,
+)
 
 __all__ = [
     "ENDED_STATES",
@@ -41,6 +61,7 @@ __all__ = [
     "CancelOutcome",
     "JobCache",
     "JobRow",
+    "ScanReport",
     "cancel_orphans",
     "collect",
     "find_orphans",
@@ -51,6 +72,18 @@ __all__ = [
 ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 #: A try is (or is about to be) waiting for the job: never cancel it.
 PROTECTED_STATES = frozenset({"running", "deferred"})
+#: Every task-instance state that is not ended, as the REST API's ``state`` filter names them ("none": no
+#: state yet, e.g. just cleared). A task instance in one of them will run a try that looks its jobs up.
+NOT_ENDED_STATES = (
+    "none",
+    "scheduled",
+    "queued",
+    "running",
+    "deferred",
+    "up_for_retry",
+    "up_for_reschedule",
+    "restarting",
+)
 
 
 @dataclass
@@ -81,8 +114,12 @@ class JobRow:
     #: Older jobs the record keeps until they are known ended.
     unended: list[dict[str, Any]] = field(default_factory=list)
     #: "record" (the record's job), "history" (an earlier generation), "unended" (an older job the record
-    #: keeps), "cache" (record gone)
+    #: keeps), "cache" (record gone), "system" (listed on its system by the identity it carries)
     source: str = "record"
+    #: The task instance's identity the job carries (``afd-ti-…``), for a job found on its system.
+    identity: str | None = None
+    #: Where a "system" row was listed: ``kind:conn_id[:field=value,...]`` (the ``--scan`` syntax).
+    found_in: str | None = None
     #: For a "history" row: the generation the record tracks now.
     current_generation: int | None = None
     note: str | None = None
@@ -92,6 +129,8 @@ class JobRow:
 
     @property
     def ident(self) -> str:
+        if self.source == "system":
+            return "|".join(("system", self.system, self.identity or "", _ids_text(self.external_id)))
         return "|".join((self.dag_id, self.run_id, self.task_id, str(self.map_index), self.key))
 
     @property
@@ -120,6 +159,15 @@ class JobRow:
         return cls(**values)
 
 
+def _ids_text(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _ids(value: Any) -> set[str]:
+    """A job's ids one by one (an EMR step set is several)."""
+    return {str(v) for v in value} if isinstance(value, list) else {str(value)}
+
+
 def _parse_time(value: Any) -> datetime | None:
     if not isinstance(value, str) or not value:
         return None
@@ -144,10 +192,14 @@ def collect(
     operators: Sequence[str] = (),
     ui_url: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    seen: dict[str, dict[str, Any]] | None = None,
 ) -> list[JobRow]:
-    """One row per durable record of the deployment (or of ``dag_id``)."""
+    """One row per durable record of the deployment (or of ``dag_id``); every task instance listed goes
+    into ``seen`` by its identity."""
     names = list(dict.fromkeys([*DURABLE_OPERATORS, *operators]))
     tis = list(api.task_instances(dag_id, operators=names))
+    if seen is not None:
+        seen.update({_identity_of(ti): ti for ti in tis})
     rows: list[JobRow] = []
     for done, ti in enumerate(tis, 1):
         if progress is not None:
@@ -159,6 +211,10 @@ def collect(
                 continue
             rows.append(_row(ti, key, entry.get("value"), ui_url or api.url))
     return rows
+
+
+def _identity_of(ti: dict[str, Any]) -> str:
+    return task_identity(ti["dag_id"], ti["dag_run_id"], ti["task_id"], int(ti["map_index"]))
 
 
 def _row(ti: dict[str, Any], key: str, value: Any, ui_url: str) -> JobRow:
@@ -260,6 +316,8 @@ def orphan_reason(row: JobRow) -> str | None:
     """Why nothing waits for this (probed) job, or ``None`` if something does or it is not active."""
     if row.live is None or not row.live.active:
         return None
+    if row.source == "system":
+        return row.note or "found on its system, no task waits for it"
     if row.source == "cache":
         return row.note or "record gone"
     if row.source == "history":
@@ -408,6 +466,192 @@ def update_cache(cache: JobCache, rows: Sequence[JobRow], lost: Sequence[JobRow]
     cache.save(jobs)
 
 
+# --------------------------------------------------------------------------- systems
+@dataclass
+class ScanReport:
+    """What listing the systems did: where it listed, what failed, what it cannot list."""
+
+    #: Where each listing answered (``kind:conn_id[:field=value,...]``).
+    scanned: list[str] = field(default_factory=list)
+    #: Each failed listing, saying where, which list call and why. Then nothing may be cancelled.
+    errors: list[str] = field(default_factory=list)
+    #: Listings that stopped at their bound (older active jobs there were not read).
+    truncated: list[str] = field(default_factory=list)
+    #: Operators whose jobs no list call finds, with the catalogue's reason.
+    not_scannable: list[str] = field(default_factory=list)
+    #: Active marked jobs listed, and how many of them no record names.
+    listed: int = 0
+    unnamed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def scans_for(rows: Iterable[JobRow], cached: Iterable[dict[str, Any]], report: ScanReport) -> list[Scan]:
+    """The places the records and the cache name, one scan each, and the operators that cannot be scanned."""
+    out: dict[Any, Scan] = {}
+    for system, key, locator in [
+        *((r.system, r.key, r.locator) for r in rows if r.record_state != "unreadable"),
+        *((str(c.get("system")), str(c.get("key")), c.get("locator") or {}) for c in cached),
+    ]:
+        lookup = LOOKUPS.get(key)
+        if lookup is not None and not lookup.implemented:
+            for cls, why in not_scannable(system):
+                note = f"{cls} ({system}): its jobs cannot be listed on the system: {why}"
+                if note not in report.not_scannable:
+                    report.not_scannable.append(note)
+        try:
+            scan = scan_of(system, dict(locator))
+        except ImportError as err:
+            note = f"{system}: not listed: its provider is not installed here ({err.name})"
+            if note not in report.not_scannable:
+                report.not_scannable.append(note)
+            continue
+        if scan is not None:
+            out.setdefault(scan.key(), scan)
+    return list(out.values())
+
+
+def _named_ids(rows: Iterable[JobRow]) -> dict[str, set[str]]:
+    """Per system, every job id a record (current, history, unended) or the cache names."""
+    named: dict[str, set[str]] = {}
+    for row in rows:
+        ids = named.setdefault(row.system, set())
+        for ext in [row.external_id, *(e.get("external_id") for e in [*row.history, *row.unended])]:
+            if ext is not None:
+                ids |= _ids(ext)
+    return named
+
+
+def scan_systems(
+    api: AirflowApi,
+    scans: Sequence[Scan],
+    named_rows: Sequence[JobRow],
+    seen: dict[str, dict[str, Any]],
+    cached: Iterable[dict[str, Any]],
+    in_scope: Callable[[str], bool],
+    unattributed_in_scope: bool,
+    ui_url: str,
+    dag_id: str | None,
+    report: ScanReport,
+) -> list[JobRow]:
+    """The active jobs listed at ``scans`` that no record names and whose task instance does not wait.
+
+    ``seen``: the task instances already listed (identity → task instance). An unattributed job (no task
+    instance has its identity, and the cache does not know it) is kept only if ``unattributed_in_scope``.
+    """
+    named = _named_ids(named_rows)
+    listed: dict[tuple[str, str], tuple[ListedJob, str]] = {}
+    for scan in scans:
+        try:
+            result = list_marked(scan)
+        except ScanError as err:
+            report.errors.append(str(err))
+            continue
+        report.scanned.append(scan.where)
+        if result.truncated_at is not None:
+            report.truncated.append(
+                f"{scan.where}: stopped after {result.truncated_at} listed jobs; "
+                "older active jobs there were not read"
+            )
+        for job in result.jobs:
+            report.listed += 1
+            if _ids(job.external_id) & named.get(job.system, set()):
+                continue  # a record names it: the record's rules judge it
+            listed.setdefault((job.system, _ids_text(job.external_id)), (job, scan.where))
+    report.unnamed = len(listed)
+    if not listed:
+        return []
+    # Listed after the systems answered: a task instance that submitted a listed job is in it unless it was
+    # deleted (or ended, then the listing by operator above has it).
+    live = {_identity_of(ti): ti for ti in api.task_instances(dag_id, states=NOT_ENDED_STATES)}
+    by_cache = {
+        task_identity(str(c["dag_id"]), str(c["run_id"]), str(c["task_id"]), int(c.get("map_index", -1))): c
+        for c in cached
+        if c.get("dag_id") and c.get("run_id") and c.get("task_id")
+    }
+    rows: list[JobRow] = []
+    for job, where in listed.values():
+        row = JobRow(
+            dag_id="",
+            run_id="",
+            task_id="",
+            map_index=-1,
+            system=job.system,
+            external_id=job.external_id,
+            generation=_generation(job.token),
+            record_state="none",
+            ti_state=None,
+            token=job.token,
+            locator=dict(job.locator),
+            started_at=job.created_at,
+            source="system",
+            identity=job.identity,
+            found_in=where,
+        )
+        ti = live.get(job.identity) or seen.get(job.identity)
+        place = by_cache.get(job.identity)
+        if ti is not None:
+            _attribute(row, ti["dag_id"], ti["dag_run_id"], ti["task_id"], int(ti["map_index"]), ui_url)
+            row.ti_state, row.try_number = ti.get("state"), ti.get("try_number")
+            if row.ti_state not in ENDED_STATES:
+                continue  # its own try (this one or the next) looks its jobs up
+            row.note = f"task instance {row.ti_state}, and no record names the job"
+        elif place is not None:
+            _attribute(
+                row,
+                place["dag_id"],
+                place["run_id"],
+                place["task_id"],
+                int(place.get("map_index", -1)),
+                ui_url,
+            )
+            try:
+                gone = _gone(api, row)
+            except ApiError:
+                continue  # not ours to judge (e.g. 403)
+            if gone is None:
+                if row.ti_state not in ENDED_STATES:
+                    continue
+                row.note = f"task instance {row.ti_state}, and no record names the job"
+            else:
+                row.note = gone
+        else:
+            if not unattributed_in_scope:
+                continue
+            row.note = "no task instance has its identity: its DAG run or task instance was deleted"
+        if row.dag_id and not in_scope(row.dag_id):
+            continue
+        rows.append(row)
+    return rows
+
+
+def _generation(token: str | None) -> int | None:
+    head, _, gen = (token or "").rpartition("-g")
+    return int(gen) if head and gen.isdigit() else None
+
+
+def _attribute(row: JobRow, dag_id: str, run_id: str, task_id: str, map_index: int, ui_url: str) -> None:
+    row.dag_id, row.run_id, row.task_id, row.map_index = dag_id, run_id, task_id, map_index
+    row.key = f"system:{row.identity}"
+    row.ti_url = ti_url(ui_url, dag_id, run_id, task_id, map_index)
+
+
+def _gone(api: AirflowApi, row: JobRow) -> str | None:
+    """Why a task instance the cache knew is not listed: "DAG run deleted", "task instance deleted", or
+    ``None`` with ``row.ti_state`` set (it exists)."""
+    try:
+        api.dag_run(row.dag_id, row.run_id)
+    except NotFound:
+        return "DAG run deleted"
+    try:
+        ti = api.task_instance(row.dag_id, row.run_id, row.task_id, row.map_index)
+    except NotFound:
+        return "task instance deleted"
+    row.ti_state, row.try_number = ti.get("state"), ti.get("try_number")
+    return None
+
+
 # --------------------------------------------------------------------------- orphans
 def find_orphans(
     api: AirflowApi,
@@ -418,17 +662,56 @@ def find_orphans(
     progress: Callable[[int, int], None] | None = None,
     rows: list[JobRow] | None = None,
     in_scope: Callable[[str], bool] | None = None,
+    scans: Sequence[Scan] = (),
+    scan_records: bool = True,
+    unattributed_in_scope: bool | None = None,
+    report: ScanReport | None = None,
+    systems: Sequence[str] = (),
+    probed: list[JobRow] | None = None,
 ) -> tuple[list[JobRow], list[JobRow]]:
-    """``(rows, orphans)``: every record's row, and the probed jobs nothing waits for."""
+    """``(rows, orphans)``: every record's row, and the probed jobs nothing waits for.
+
+    The systems are listed at ``scans`` and, with ``scan_records``, at every place the records and the cache
+    name (see `scan_systems`); ``report`` receives what that listing did. A job no task instance claims is
+    reported only if ``unattributed_in_scope`` (default: no ``dag_id``, every DAG is in scope). ``systems``
+    limits the listing of the places the records name to those job kinds. ``probed``, if given, receives
+    every job whose status was read (orphan or not, read or failed): the reaper reports a status it could
+    not read, whichever row it belongs to.
+    """
+    seen: dict[str, dict[str, Any]] = {}
     if rows is None:
-        rows = collect(api, dag_id, operators, ui_url=ui_url)
+        rows = collect(api, dag_id, operators, ui_url=ui_url, seen=seen)
     if in_scope is None:
         in_scope = (lambda d: True) if dag_id is None else (lambda d: d == dag_id)
+    if unattributed_in_scope is None:
+        unattributed_in_scope = dag_id is None
+    report = report if report is not None else ScanReport()
+    cached = list(cache.load().values()) if cache is not None else []
     lost = lost_rows(api, cache, rows, in_scope, ui_url or api.url) if cache is not None else []
     todo = candidates(rows) + lost
+    wanted = list(scans)
+    if scan_records:
+        wanted += [s for s in scans_for(rows, cached, report) if not systems or s.system in systems]
+    unique = list({scan.key(): scan for scan in wanted}.values())
+    if unique:
+        named = [*rows, *lost, *(JobRow.from_json(c) for c in cached)]
+        todo += scan_systems(
+            api,
+            unique,
+            named,
+            seen,
+            cached,
+            in_scope,
+            unattributed_in_scope,
+            ui_url if ui_url is not None else api.url,
+            dag_id,
+            report,
+        )
     probe(todo, progress)
     for row in todo:
         row.orphan = orphan_reason(row)
+    if probed is not None:
+        probed.extend(todo)
     if cache is not None:
         update_cache(cache, rows, lost)
     return rows, [row for row in todo if row.orphan]
@@ -444,21 +727,45 @@ class CancelOutcome:
 def cancel_orphans(api: AirflowApi, orphans: Sequence[JobRow]) -> list[CancelOutcome]:
     """Cancel each orphan through its system, after re-reading its task instance's state."""
     out: list[CancelOutcome] = []
+    waiting: set[str] | None = None  # identities of the task instances not ended, read once, when needed
     for row in orphans:
-        state = row.ti_state
-        if row.note != "DAG run deleted":
-            try:
-                state = api.task_instance(row.dag_id, row.run_id, row.task_id, row.map_index).get("state")
-            except NotFound:
-                state = None
-            except ApiError as err:
-                out.append(
-                    CancelOutcome(row, False, f"not cancelled: could not re-read its task instance ({err})")
+        if row.source == "system":
+            if row.dag_id:
+                keep = _system_row_waited_for(api, row)
+            else:
+                if waiting is None:
+                    try:
+                        waiting = {_identity_of(ti) for ti in api.task_instances(states=NOT_ENDED_STATES)}
+                    except ApiError as err:
+                        out.append(
+                            CancelOutcome(row, False, f"not cancelled: could not list task instances ({err})")
+                        )
+                        continue
+                keep = (
+                    "not cancelled: a task instance with its identity exists now; its try looks its jobs up"
+                    if row.identity in waiting
+                    else None
                 )
+            if keep is not None:
+                out.append(CancelOutcome(row, False, keep))
                 continue
-        if state in PROTECTED_STATES:
-            out.append(CancelOutcome(row, False, f"not cancelled: its task instance is {state}"))
-            continue
+        else:
+            state = row.ti_state
+            if row.note != "DAG run deleted":
+                try:
+                    state = api.task_instance(row.dag_id, row.run_id, row.task_id, row.map_index).get("state")
+                except NotFound:
+                    state = None
+                except ApiError as err:
+                    out.append(
+                        CancelOutcome(
+                            row, False, f"not cancelled: could not re-read its task instance ({err})"
+                        )
+                    )
+                    continue
+            if state in PROTECTED_STATES:
+                out.append(CancelOutcome(row, False, f"not cancelled: its task instance is {state}"))
+                continue
         try:
             cancel(row.system, row.locator, row.external_id)
         except Exception as err:
@@ -467,3 +774,17 @@ def cancel_orphans(api: AirflowApi, orphans: Sequence[JobRow]) -> list[CancelOut
         after = live_status(row.system, row.locator, row.external_id)
         out.append(CancelOutcome(row, True, f"cancel requested; {row.system} now says {after.status}"))
     return out
+
+
+def _system_row_waited_for(api: AirflowApi, row: JobRow) -> str | None:
+    """Why a job found on its system must not be cancelled now (``None``: nothing waits for it)."""
+    try:
+        ti = api.task_instance(row.dag_id, row.run_id, row.task_id, row.map_index)
+    except NotFound:
+        return None
+    except ApiError as err:
+        return f"not cancelled: could not re-read its task instance ({err})"
+    state = ti.get("state")
+    if state not in ENDED_STATES:
+        return f"not cancelled: its task instance is {state or 'none'}; its try looks its jobs up"
+    return None

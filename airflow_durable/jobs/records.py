@@ -18,6 +18,7 @@ __all__ = [
     "KEY_SYSTEMS",
     "DurableRecord",
     "RecordError",
+    "default_locator",
     "parse_record",
 ]
 
@@ -44,6 +45,11 @@ _V1_LOCATORS: dict[str, dict[str, Any]] = {
 }
 
 _STATES = ("submitting", "submitted", "done")
+
+
+def default_locator(system: str) -> dict[str, Any]:
+    """The provider's default connection of a job kind: ``{conn_field: conn_id}``."""
+    return dict(_V1_LOCATORS[system])
 
 
 class RecordError(ValueError):

@@ -1,4 +1,5 @@
-"""Live status and cancel of one durable job from its record alone: ``(system, locator, external_id)``.
+"""Live status and cancel of one durable job from its record alone: ``(system, locator, external_id)``,
+and the listing of a system's active jobs that carry a task instance's identity (`list_marked`).
 
 Each system is reached through its provider hook and the connection the operator used (the record's
 ``locator``), exactly as the operator reaches it; provider packages are imported only when a job of that
@@ -8,14 +9,38 @@ system is looked at. Status strings are classified as the operators classify the
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
-from collections.abc import Callable, Set
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Iterator, Set
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_durable import catalogue
+from airflow_durable.identity_tags import (
+    IDENTITY_LABEL,
+    IDENTITY_TAG,
+    TOKEN_LABEL,
+    TOKEN_TAG,
+    identities_in,
+    marked_jobs,
+)
 
-__all__ = ["SYSTEMS", "LiveStatus", "UnsupportedSystem", "cancel", "console_url", "live_status"]
+__all__ = [
+    "SYSTEMS",
+    "ListedJob",
+    "LiveStatus",
+    "Scan",
+    "ScanError",
+    "UnsupportedSystem",
+    "cancel",
+    "console_url",
+    "list_marked",
+    "live_status",
+    "not_scannable",
+    "parse_scan",
+    "scan_of",
+]
 
 ACTIVE, SUCCEEDED, FAILED, NOT_FOUND, UNKNOWN = "active", "succeeded", "failed", "not_found", "unknown"
 
@@ -357,3 +382,497 @@ def console_url(system: str, locator: dict[str, Any], external_id: Any) -> str |
     except ImportError:
         return None
     return None
+
+
+# --------------------------------------------------------------------------- listing marked jobs
+# Each lister answers the jobs at one locator that carry a task instance's identity and that the system
+# does not already call ended (a server-side filter where the list call has one). The answer's status is
+# only the listing's: the caller reads each job's live status as it reads a record's job.
+def _operator_class(key: str) -> Any:
+    """The durable operator class of a catalogue key (imports its module, and so its provider)."""
+    op = next(o for o in catalogue.OPERATORS if o.key == key)
+    return getattr(importlib.import_module(op.durable_module), op.durable_class)
+
+
+def _ms(value: Any) -> str | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return dt.datetime.fromtimestamp(value / 1000, dt.UTC).isoformat()
+    return _iso(value)
+
+
+def _iso(value: Any) -> str | None:
+    if isinstance(value, dt.datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=dt.UTC)).isoformat()
+    return value if isinstance(value, str) and value else None
+
+
+def _marks(text: str | None) -> list[tuple[str, str]]:
+    """The ``(identity, token)`` markers of a name or cause; a Redshift statement name leads with them
+    unbracketed (``<identity> <token> ...``), read by the same pattern once bracketed."""
+    return marked_jobs(text) or marked_jobs(f"[{text or ''}]")
+
+
+def _databricks_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
+    module = importlib.import_module("airflow_durable.operators.databricks")
+    hook = _databricks_hook(locator)
+    # The submit-run operator's list call (run-now runs carry no identity: catalogue notimpl).
+    params: dict[str, Any] = {"run_type": "SUBMIT_RUN", "active_only": "true", "limit": module._LIST_LIMIT}
+    read = 0
+    while True:
+        page = hook._do_api_call(module._LIST_RUNS_ENDPOINT, dict(params))
+        runs = page.get("runs") or []
+        for run in runs:
+            for identity, token in _marks(run.get("run_name"))[:1]:
+                state = run.get("state") or {}
+                yield ListedJob(
+                    "databricks",
+                    locator,
+                    int(run["run_id"]),
+                    identity,
+                    token,
+                    str(state.get("life_cycle_state")),
+                    _ms(run.get("start_time")),
+                    run.get("run_page_url"),
+                )
+        read += len(runs)
+        if not page.get("has_more") or not page.get("next_page_token"):
+            return
+        if read >= limit:
+            raise _Truncated(read)
+        params["page_token"] = page["next_page_token"]
+
+
+def _bigquery_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
+    hook = _bigquery_hook(locator)
+    project_id = locator.get("project_id") or hook.project_id
+    client = hook.get_client(project_id=project_id, location=locator.get("location"))
+    active = _operator_class("airflow_durable.bigquery_insert_job").durable_active_statuses
+    read = 0
+    for state in sorted(active):
+        for job in client.list_jobs(project=project_id, state_filter=state.lower(), max_results=limit):
+            read += 1
+            labels = getattr(job, "labels", None) or {}
+            identity = labels.get(IDENTITY_LABEL)
+            if identity:
+                yield ListedJob(
+                    "bigquery",
+                    locator,
+                    job.job_id,
+                    identity,
+                    labels.get(TOKEN_LABEL),
+                    str(job.state),
+                    _iso(job.created),
+                    _bigquery_url(locator, job.job_id, project_id),
+                )
+        if read >= limit:
+            raise _Truncated(read)
+
+
+def _dbt_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
+    hook = _dbt_hook(locator)
+    active = _operator_class("airflow_durable.dbt_cloud_run_job").durable_active_statuses
+    codes = sorted(code for code, name in _DBT_STATUS.items() if name in active)
+    page, offset = 100, 0
+    while True:
+        runs = (
+            hook.get_job_runs(
+                account_id=locator.get("account_id"),
+                payload={
+                    "status__in": "[" + ",".join(map(str, codes)) + "]",  # the API's form: [1,2,3]
+                    "order_by": "-created_at",
+                    "limit": page,
+                    "offset": offset,
+                    "include_related": ["trigger"],
+                },
+            ).json()["data"]
+            or []
+        )
+        for run in runs:
+            for identity, token in _marks((run.get("trigger") or {}).get("cause"))[:1]:
+                yield ListedJob(
+                    "dbt-cloud",
+                    locator,
+                    int(run["id"]),
+                    identity,
+                    token,
+                    _DBT_STATUS.get(run.get("status"), str(run.get("status"))),
+                    _iso(run.get("created_at")),
+                    run.get("href"),
+                )
+        if len(runs) < page:
+            return
+        offset += page
+        if offset >= limit:
+            raise _Truncated(offset)
+
+
+def _redshift_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
+    conn = _redshift_hook(locator).conn
+    active = _operator_class("airflow_durable.redshift_data").durable_active_statuses
+    read = 0
+    for status in sorted(active):
+        # A prefix match: every name the operator gives leads with the identity.
+        kwargs: dict[str, Any] = {"StatementName": "afd-ti-", "Status": status, "MaxResults": 100}
+        while True:
+            page = conn.list_statements(**kwargs)
+            for statement in page.get("Statements", []):
+                read += 1
+                for identity, token in _marks(statement.get("StatementName"))[:1]:
+                    yield ListedJob(
+                        "redshift",
+                        locator,
+                        statement["Id"],
+                        identity,
+                        token,
+                        str(statement.get("Status")),
+                        _iso(statement.get("CreatedAt")),
+                    )
+            if not page.get("NextToken"):
+                break
+            if read >= limit:
+                raise _Truncated(read)
+            kwargs["NextToken"] = page["NextToken"]
+
+
+_STEP_INDEX = re.compile(r" step (\d+)/\d+\]$")
+
+
+def _emr_steps_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
+    hook = _emr_hook(locator)
+    cluster = locator["job_flow_id"]
+    active = _operator_class("airflow_durable.emr_add_steps").durable_active_statuses
+    # One job is the set of steps one AddJobFlowSteps added: the steps that share a token, in step order.
+    sets: dict[tuple[str, str], list[tuple[int, dict[str, Any]]]] = {}
+    page: dict[str, Any] = {}
+    read, truncated = 0, 0
+    while True:
+        marker = {"Marker": page["Marker"]} if page.get("Marker") else {}
+        page = hook.conn.list_steps(ClusterId=cluster, StepStates=sorted(active), **marker)
+        for step in page.get("Steps", []):
+            read += 1
+            for identity, token in _marks(step.get("Name"))[:1]:
+                index = _STEP_INDEX.search(step.get("Name") or "")
+                sets.setdefault((identity, token), []).append((int(index.group(1)) if index else 0, step))
+        if not page.get("Marker"):
+            break
+        if read >= limit:
+            truncated = read
+            break
+    url = _aws_console(hook.conn_region_name, f"emr/home?region={{region_name}}#/clusterDetails/{cluster}")
+    for (identity, token), steps in sets.items():
+        steps.sort(key=lambda pair: pair[0])
+        first = steps[0][1].get("Status") or {}
+        yield ListedJob(
+            "emr-steps",
+            locator,
+            [step["Id"] for _, step in steps],
+            identity,
+            token,
+            ",".join(str((step.get("Status") or {}).get("State")) for _, step in steps),
+            _iso((first.get("Timeline") or {}).get("CreationDateTime")),
+            url,
+        )
+    if truncated:
+        raise _Truncated(truncated)
+
+
+def _serverless_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
+    conn = _serverless_hook(locator).conn
+    active = _operator_class("airflow_durable.emr_serverless_start_job").durable_active_statuses
+    # Active states matched client-side: one request lists them all (the ``states`` filter is applied
+    # here as the service would, so a list that serves it and one that does not answer alike).
+    kwargs: dict[str, Any] = {"applicationId": locator["application_id"], "maxResults": 50}
+    read = 0
+    while True:
+        page = conn.list_job_runs(**kwargs)
+        for run in page.get("jobRuns", []):
+            read += 1
+            if str(run.get("state")) not in active:
+                continue
+            # The identity ends the job run's name; the token travels in its tags only (not listed).
+            for identity in sorted(identities_in(run.get("name")))[:1]:
+                yield ListedJob(
+                    "emr-serverless",
+                    locator,
+                    run["id"],
+                    identity,
+                    None,
+                    str(run.get("state")),
+                    _iso(run.get("createdAt")),
+                )
+        if not page.get("nextToken"):
+            return
+        if read >= limit:
+            raise _Truncated(read)
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def _container_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
+    conn = _container_hook(locator).conn
+    active = _operator_class("airflow_durable.emr_container").durable_active_statuses
+    kwargs: dict[str, Any] = {"virtualClusterId": locator["virtual_cluster_id"]}
+    read = 0
+    while True:
+        page = conn.list_job_runs(**kwargs)
+        for run in page.get("jobRuns", []):
+            read += 1
+            tags = run.get("tags") or {}
+            if tags.get(IDENTITY_TAG) and str(run.get("state")) in active:
+                yield ListedJob(
+                    "emr-eks",
+                    locator,
+                    run["id"],
+                    str(tags[IDENTITY_TAG]),
+                    tags.get(TOKEN_TAG),
+                    str(run.get("state")),
+                    _iso(run.get("createdAt")),
+                )
+        if not page.get("nextToken"):
+            return
+        if read >= limit:
+            raise _Truncated(read)
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def _batch_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
+    hook = _batch_hook(locator)
+    client: Any = hook.client
+    active = _operator_class("airflow_durable.batch").durable_active_statuses
+    queues = [locator["job_queue"]] if locator.get("job_queue") else _batch_queues(client)
+    read = 0
+    for queue in queues:
+        for status in sorted(active):
+            kwargs: dict[str, Any] = {"jobQueue": queue, "jobStatus": status}
+            while True:
+                page = client.list_jobs(**kwargs)
+                ids = [summary["jobId"] for summary in page.get("jobSummaryList", [])]
+                read += len(ids)
+                # Job summaries carry no tags: DescribeJobs (100 at a time) does.
+                for start in range(0, len(ids), 100):
+                    for job in client.describe_jobs(jobs=ids[start : start + 100]).get("jobs", []):
+                        tags = job.get("tags") or {}
+                        if not tags.get(IDENTITY_TAG):
+                            continue
+                        yield ListedJob(
+                            "batch",
+                            locator,
+                            str(job["jobId"]),
+                            str(tags[IDENTITY_TAG]),
+                            tags.get(TOKEN_TAG),
+                            str(job.get("status")),
+                            _ms(job.get("createdAt")),
+                            _aws_console(
+                                hook.conn_region_name,
+                                f"batch/home?region={{region_name}}#jobs/detail/{job['jobId']}",
+                            ),
+                        )
+                if not page.get("nextToken"):
+                    break
+                if read >= limit:
+                    raise _Truncated(read)
+                kwargs["nextToken"] = page["nextToken"]
+
+
+def _batch_queues(client: Any) -> list[str]:
+    queues: list[str] = []
+    kwargs: dict[str, Any] = {}
+    while True:
+        page = client.describe_job_queues(**kwargs)
+        queues += [q["jobQueueName"] for q in page.get("jobQueues", [])]
+        if not page.get("nextToken"):
+            return queues
+        kwargs["nextToken"] = page["nextToken"]
+
+
+class _Truncated(Exception):
+    def __init__(self, read: int) -> None:
+        super().__init__(read)
+        self.read = read
+
+
+# --------------------------------------------------------------------------- scans
+@dataclass(frozen=True)
+class ListedJob:
+    """One active job a system listed that carries a task instance's identity."""
+
+    system: str
+    locator: dict[str, Any]
+    external_id: Any
+    identity: str
+    token: str | None
+    status: str  # the listing's status (the caller reads the live one)
+    created_at: str | None = None
+    url: str | None = None
+
+
+class ScanError(RuntimeError):
+    """A system's list call failed, or a scan cannot be made as asked; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class _Lister:
+    list: Callable[[dict[str, Any], int], Iterator[ListedJob]]
+    #: Locator fields a scan takes beyond the operators' `durable_locator_fields` (narrowing the listing).
+    extra_fields: tuple[str, ...] = ()
+    #: The locator field the list call cannot do without.
+    required: str | None = None
+
+
+_AWS_REGION = ("region_name",)
+_LISTERS: dict[str, _Lister] = {
+    "databricks": _Lister(_databricks_list),
+    "bigquery": _Lister(_bigquery_list),
+    "dbt-cloud": _Lister(_dbt_list),
+    "redshift": _Lister(_redshift_list),
+    "batch": _Lister(_batch_list, ("job_queue",)),
+    "emr-steps": _Lister(_emr_steps_list, _AWS_REGION, "job_flow_id"),
+    "emr-serverless": _Lister(_serverless_list, _AWS_REGION, "application_id"),
+    "emr-eks": _Lister(_container_list, _AWS_REGION, "virtual_cluster_id"),
+}
+#: Reads at most this many listed jobs per scan where the operator declares no bound of its own.
+SCAN_LIMIT = 1000
+
+
+def _lookups(kind: str) -> list[tuple[catalogue.Operator, catalogue.Lookup]]:
+    return [(op, op.lookup) for op in catalogue.operators_of(kind)]
+
+
+def not_scannable(kind: str) -> list[tuple[str, str]]:
+    """``(durable class, the catalogue's reason)`` of each operator of ``kind`` whose jobs no list finds."""
+    return [(op.durable_class, lookup.reason) for op, lookup in _lookups(kind) if not lookup.implemented]
+
+
+def _scanned_operator(kind: str) -> catalogue.Operator | None:
+    return next((op for op, lookup in _lookups(kind) if lookup.implemented), None)
+
+
+def _list_call(kind: str) -> str:
+    op = _scanned_operator(kind)
+    named = re.search(r"`([^`]+)`", op.lookup.list_call) if op is not None else None
+    return named.group(1) if named else "its list call"
+
+
+def _conn_field(kind: str) -> str:
+    from airflow_durable.jobs.records import default_locator
+
+    return next(iter(default_locator(kind)))
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Where to list one system's marked jobs: a job kind and a locator (connection id, region, ...)."""
+
+    system: str
+    locator: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        """``kind:conn_id[:field=value,...]``, the `parse_scan` syntax."""
+        conn = _conn_field(self.system)
+        text = f"{self.system}:{self.locator.get(conn, '')}"
+        rest = ",".join(f"{k}={v}" for k, v in self.locator.items() if k != conn)
+        return f"{text}:{rest}" if rest else text
+
+    def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        return self.system, tuple(sorted((k, str(v)) for k, v in self.locator.items()))
+
+
+def _scan_fields(kind: str) -> tuple[str, ...]:
+    """The locator fields a scan of ``kind`` reads: the scanned operator's own, then the lister's extras."""
+    op = _scanned_operator(kind)
+    own = _operator_class(op.key).durable_locator_fields if op is not None else ()
+    return tuple(dict.fromkeys([*own, *_LISTERS[kind].extra_fields]))
+
+
+def scan_of(system: str, locator: dict[str, Any]) -> Scan | None:
+    """The scan that covers a record's job (its locator cut to what the list call reads), or ``None``
+    where the job kind has no lookup or the locator lacks what the list call needs."""
+    if system not in _LISTERS or _scanned_operator(system) is None:
+        return None
+    fields = _scan_fields(system)
+    conn = _conn_field(system)
+    kept = {conn: locator.get(conn) or _default_conn(system)}
+    kept.update({k: locator[k] for k in fields if k != conn and locator.get(k) not in (None, "")})
+    required = _LISTERS[system].required
+    if required and not kept.get(required):
+        return None
+    return Scan(system, kept)
+
+
+def _default_conn(kind: str) -> str:
+    from airflow_durable.jobs.records import default_locator
+
+    return str(next(iter(default_locator(kind).values())))
+
+
+def parse_scan(text: str) -> Scan:
+    """``KIND[:CONN_ID][:FIELD=VALUE[,FIELD=VALUE...]]`` (e.g. ``batch:aws_default:region_name=eu-west-1``);
+    ``ValueError`` saying what is wrong. Imports the kind's operator module (its provider) to read its
+    locator fields."""
+    kind, _, rest = text.strip().partition(":")
+    conn_id, _, pairs = rest.partition(":")
+    if kind not in SYSTEMS:
+        raise ValueError(f"--scan {text!r}: unknown system {kind!r}; known: {', '.join(SYSTEMS)}")
+    if _scanned_operator(kind) is None:
+        reasons = "; ".join(f"{cls}: {why}" for cls, why in not_scannable(kind))
+        raise ValueError(f"--scan {text!r}: {kind} jobs cannot be listed ({reasons})")
+    try:
+        fields = _scan_fields(kind)
+    except ImportError as err:
+        raise ValueError(f"--scan {text!r}: the provider for {kind} is not installed ({err.name})") from None
+    conn = _conn_field(kind)
+    locator: dict[str, Any] = {conn: conn_id or _default_conn(kind)}
+    for pair in filter(None, pairs.split(",")):
+        name, eq, value = pair.partition("=")
+        if not eq or not value:
+            raise ValueError(f"--scan {text!r}: expected FIELD=VALUE, got {pair!r}")
+        if name not in fields or name == conn:
+            allowed = ", ".join(f for f in fields if f != conn) or "none"
+            raise ValueError(f"--scan {text!r}: {kind} takes no field {name!r} (fields: {allowed})")
+        locator[name] = value
+    required = _LISTERS[kind].required
+    if required and not locator.get(required):
+        raise ValueError(
+            f"--scan {text!r}: listing {kind} jobs needs {required} "
+            f"(e.g. {kind}:{locator[conn]}:{required}=...)"
+        )
+    return Scan(kind, locator)
+
+
+@dataclass
+class ScanResult:
+    scan: Scan
+    jobs: list[ListedJob]
+    #: Set when the listing stopped at its bound: how many jobs it read.
+    truncated_at: int | None = None
+
+
+def list_marked(scan: Scan) -> ScanResult:
+    """The active jobs at ``scan``'s locator that carry a task instance's identity; `ScanError` naming the
+    system, the locator and the list call when the listing fails."""
+    op = _scanned_operator(scan.system)
+    if op is None:
+        raise ScanError(f"{scan.system} jobs cannot be listed: {not_scannable(scan.system)}")
+    try:
+        cls = _operator_class(op.key)
+        limit = int(
+            getattr(cls, "durable_lookup_runs", 0) or getattr(cls, "durable_lookup_jobs", 0) or SCAN_LIMIT
+        )
+        jobs: list[ListedJob] = []
+        try:
+            for job in _LISTERS[scan.system].list(dict(scan.locator), limit):
+                jobs.append(job)
+        except _Truncated as stop:
+            return ScanResult(scan, jobs, stop.read)
+        return ScanResult(scan, jobs)
+    except ImportError as err:
+        raise ScanError(f"could not list {scan.where}: the provider is not installed ({err.name})") from None
+    except Exception as err:
+        raise ScanError(
+            f"could not list {kind_title(scan.system)} jobs at {scan.where} ({_list_call(scan.system)}): "
+            f"{type(err).__name__}: {str(err)[:300]}"
+        ) from None
+
+
+def kind_title(kind: str) -> str:
+    return SYSTEMS[kind].title if kind in SYSTEMS else kind

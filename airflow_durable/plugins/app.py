@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 if TYPE_CHECKING:
     from airflow_durable.jobs.api import AirflowApi
-    from airflow_durable.jobs.collect import JobRow
+    from airflow_durable.jobs.collect import JobRow, ScanReport
 
 __all__ = ["URL_PREFIX", "app"]
 
@@ -60,6 +60,16 @@ def _readable_dags(user: Any) -> set[str]:
     return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
 
 
+def _every_dag() -> set[str]:
+    """Every DAG id of the deployment (the api-server's database): does a user read them all?"""
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return set(session.scalars(select(DagModel.dag_id)))
+
+
 def _editable(user: Any, dag_id: str) -> bool:
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
@@ -92,16 +102,27 @@ def _cache() -> Any:
     return JobCache(Path(os.environ.get("AIRFLOW_HOME") or AIRFLOW_HOME) / "airflow-durable" / "ui-jobs.json")
 
 
-def _collect(request: Request, readable: set[str], dag_id: str | None) -> tuple[list[JobRow], list[JobRow]]:
-    from airflow_durable.jobs.collect import find_orphans, probe
+def _collect(
+    request: Request, readable: set[str], dag_id: str | None
+) -> tuple[list[JobRow], list[JobRow], ScanReport]:
+    from airflow_durable.jobs.collect import ScanReport, find_orphans, probe
 
+    report = ScanReport()
+    # A job no task instance claims may belong to any DAG: shown only to a user who reads every one.
+    unclaimed = dag_id is None and _every_dag() <= readable
     with _api(request) as api:
         rows, orphans = find_orphans(
-            api, dag_id, cache=_cache(), ui_url="", in_scope=lambda d: d in readable and d == (dag_id or d)
+            api,
+            dag_id,
+            cache=_cache(),
+            ui_url="",
+            in_scope=lambda d: d in readable and d == (dag_id or d),
+            unattributed_in_scope=unclaimed,
+            report=report,
         )
     # The page shows every tracked job's status, not just the candidates' that find_orphans probed.
     probe([r for r in rows if r.record_state == "submitted" and r.live is None])
-    return rows, orphans
+    return rows, orphans, report
 
 
 async def _access(request: Request) -> tuple[Any, set[str]]:
@@ -123,9 +144,11 @@ async def page(request: Request, dag_id: str | None = None) -> HTMLResponse:
         return HTMLResponse(
             _document("Durable jobs", f'<p class="denied">{html.escape(err.detail)}</p>'), err.status_code
         )
-    rows, orphans = await run_in_threadpool(_collect, request, readable, dag_id)
-    editable = {d: _editable(user, d) for d in {r.dag_id for r in [*rows, *orphans]}}
-    return HTMLResponse(_render(rows, orphans, editable, dag_id))
+    rows, orphans, report = await run_in_threadpool(_collect, request, readable, dag_id)
+    editable = {d: _editable(user, d) for d in {r.dag_id for r in [*rows, *orphans] if r.dag_id}}
+    if any(not o.dag_id for o in orphans):
+        editable[""] = all(_editable(user, d) for d in readable)
+    return HTMLResponse(_render(rows, orphans, editable, dag_id, report))
 
 
 @app.get("/api/jobs")
@@ -133,11 +156,16 @@ async def jobs_json(request: Request, dag_id: str | None = None) -> JSONResponse
     from starlette.concurrency import run_in_threadpool
 
     _, readable = await _access(request)
-    rows, orphans = await run_in_threadpool(_collect, request, readable, dag_id)
+    rows, orphans, report = await run_in_threadpool(_collect, request, readable, dag_id)
     return JSONResponse(
         json.loads(
             json.dumps(
-                {"jobs": [r.to_json() for r in rows], "orphans": [r.to_json() for r in orphans]}, default=str
+                {
+                    "jobs": [r.to_json() for r in rows],
+                    "orphans": [r.to_json() for r in orphans],
+                    "scans": report.to_json(),
+                },
+                default=str,
             )
         )
     )
@@ -152,13 +180,21 @@ async def cancel(request: Request) -> JSONResponse:
     user, readable = await _access(request)
     body = await request.json()
     dag_id = str(body.get("dag_id", ""))
-    if dag_id not in readable or not _editable(user, dag_id):
+    if dag_id == "":
+        # A job no task instance claims (its run deleted) may be any DAG's: every DAG's editor only.
+        if not (_every_dag() <= readable and all(_editable(user, d) for d in readable)):
+            raise HTTPException(
+                status_code=403, detail="only a user who may edit every DAG's task instances may cancel it"
+            )
+    elif dag_id not in readable or not _editable(user, dag_id):
         raise HTTPException(status_code=403, detail=f"you may not edit task instances of DAG {dag_id!r}")
 
     def run() -> dict[str, Any]:
         from airflow_durable.jobs.collect import cancel_orphans
 
-        _, orphans = _collect(request, readable, dag_id)
+        _, orphans, report = _collect(request, readable, dag_id or None)
+        if report.errors:
+            return {"cancelled": False, "message": "a system's job list failed: nothing cancelled"}
         wanted = [
             o
             for o in orphans
@@ -245,6 +281,8 @@ def _row_html(row: JobRow, orphan: JobRow | None, editable: bool) -> str:
     )
     if orphan is not None:
         badge = f"<span class='badge b-orphan'>orphan: {_e(orphan.orphan)}</span>"
+        if orphan.found_in:
+            badge += f"<div class='muted found'>found on {_e(orphan.found_in)}</div>"
     elif row.source == "cache":
         badge = f"<span class='badge b-gone'>{_e(row.note)}</span>"
     else:
@@ -257,9 +295,12 @@ def _row_html(row: JobRow, orphan: JobRow | None, editable: bool) -> str:
         )
     live = row.live.status if row.live is not None else None
     ti_link = f"<a class='ti-link' href='{_e(row.ti_url)}' target='_top'>{_e(row.task_id)}</a>"
+    dag, run = _e(row.dag_id), _e(row.run_id)
+    if not row.dag_id:  # found on its system, no task instance claims it: show the identity it carries
+        dag, run, ti_link = "?", f"<span class='state'>{_e(row.identity)}</span>", "?"
     return (
         f"<tr class='{'orphan' if orphan is not None else 'job'}' data-ident='{_e(row.ident)}'>"
-        f"<td>{_e(row.dag_id)}</td><td>{_e(row.run_id)}</td><td>{ti_link}</td><td>{_e(row.map_index)}</td>"
+        f"<td>{dag}</td><td>{run}</td><td>{ti_link}</td><td>{_e(row.map_index)}</td>"
         f"<td>{_e(row.try_number)}</td><td>{_e(row.system)}</td><td>{ext_cell}</td><td>{_e(row.generation)}</td>"
         f"<td class='state'>{_e(row.record_state)}</td><td class='state'>{_e(row.ti_state)}</td>"
         f"<td class='state'>{_e(live)}</td><td>{_age(row.age_seconds()) if live else '-'}</td>"
@@ -268,7 +309,11 @@ def _row_html(row: JobRow, orphan: JobRow | None, editable: bool) -> str:
 
 
 def _render(
-    rows: Sequence[JobRow], orphans: Sequence[JobRow], editable: dict[str, bool], dag_id: str | None
+    rows: Sequence[JobRow],
+    orphans: Sequence[JobRow],
+    editable: dict[str, bool],
+    dag_id: str | None,
+    report: ScanReport | None = None,
 ) -> str:
     by_ident = {(o.ident, str(o.external_id)): o for o in orphans}
     listed = {(r.ident, str(r.external_id)) for r in rows}
@@ -311,4 +356,17 @@ def _render(
     table = f"<table id='jobs'><thead><tr>{head}</tr></thead><tbody>{''.join(body_rows)}</tbody></table>"
     if not body_rows:
         table = "<p class='muted'>No durable jobs in the DAGs you may read.</p>"
-    return _document("Durable jobs", f"<h1>Durable jobs</h1>{summary}{table}")
+    return _document("Durable jobs", f"<h1>Durable jobs</h1>{summary}{_scans_html(report)}{table}")
+
+
+def _scans_html(report: ScanReport | None) -> str:
+    """Where the systems were listed, and what could not be: a failed list is shown, never hidden."""
+    if report is None:
+        return ""
+    parts = []
+    if report.scanned:
+        places = ", ".join(f"<span class='state'>{_e(w)}</span>" for w in report.scanned)
+        parts.append(f"<p class='sub' id='scanned'>Systems listed for the jobs they carry: {places}.</p>")
+    parts += [f"<p class='denied scan-error'>{_e(m)}</p>" for m in report.errors]
+    parts += [f"<p class='muted scan-note'>{_e(m)}</p>" for m in [*report.truncated, *report.not_scannable]]
+    return "".join(parts)

@@ -43,6 +43,7 @@ __all__ = [
     "triggerer_channel",
     "trigger_task_portal",
     "has_trigger_task_portal",
+    "user_action_cancel_message",
     "StateStore",
     "apply_defaults",
     "durable_span",
@@ -266,6 +267,16 @@ async def trigger_task_portal(wanted: bool) -> None:
     import greenback  # an Airflow 3 triggerer dependency: `wanted` is only True where it was importable
 
     await greenback.ensure_portal()
+
+
+def user_action_cancel_message() -> str | None:
+    """The message Airflow's triggerer cancels a trigger with when a user acted on its task (3.3+: it then
+    calls ``on_kill``; a deferral timeout's cancel carries it too), else ``None`` (no such message)."""
+    try:
+        from airflow.jobs.triggerer_job_runner import _USER_ACTION_CANCEL_MSG  # Airflow >= 3.3
+    except ImportError:
+        return None
+    return str(_USER_ACTION_CANCEL_MSG)
 
 
 def has_trigger_task_portal() -> bool:

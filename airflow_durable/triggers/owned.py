@@ -77,6 +77,18 @@ def _in_background(coro: Any, name: str) -> asyncio.Task[Any]:
 _NO_MORE: Any = object()
 
 
+def _inner_cancel_message(cancel: asyncio.CancelledError) -> str | None:
+    """The message the provider trigger is cancelled with: Airflow's user-action message whenever Airflow
+    has one, so that a provider trigger's own pre-3.3 cancel path (EMR Serverless': it cancels the job when
+    the message is missing and the task is not deferred) stands down and ``on_kill`` alone decides. Without
+    it a deferral timeout's cancel ended the job the retry was about to reconnect to (model, EMR
+    Serverless). Below 3.3 Airflow calls no ``on_kill``: the provider's own path stays."""
+    user_action = shims.user_action_cancel_message()
+    if user_action is not None:
+        return user_action
+    return str(cancel.args[0]) if cancel.args else None
+
+
 async def _next_event(events: AsyncIterator[TriggerEvent], portal: bool) -> Any:
     await shims.trigger_task_portal(portal)
     try:
@@ -187,11 +199,8 @@ class DurableOwnedTrigger(BaseTrigger):
                 )
                 try:
                     await asyncio.wait({step})  # a cancel of this coroutine leaves `step` alone
-                except asyncio.CancelledError as cancelled:
-                    # With the cancel's message: Airflow's user-action sentinel tells a provider trigger that
-                    # on_kill decides (EMR Serverless cancels its job on a bare cancel, which ended a job a
-                    # user had asked to carry on with: a keep_task_state clear).
-                    step.cancel(*cancelled.args[:1])
+                except asyncio.CancelledError as cancel:
+                    step.cancel(_inner_cancel_message(cancel))
                     await asyncio.wait({step})  # the provider trigger's own cancel handling, then Airflow's
                     raise
                 event = step.result()

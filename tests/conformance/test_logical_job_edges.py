@@ -195,6 +195,50 @@ def test_a_kill_inside_the_submit_persist_window_cancels_the_job_the_try_created
     assert cancelled(case, emulator, job)
 
 
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_mark_while_a_retry_writes_its_ownership_ends_the_job(case, emulator, deferrable):
+    """Try 1 submits and its worker dies; try 2 reads the record and decides to reconnect; the user marks
+    the task success while try 2's write of its ownership is in flight, and the SIGTERM's on_kill runs.
+    Try 2 already holds the job it reconnects to: on_kill cancels it (it left it running when only a written
+    ownership made the job held; the model found it on Batch)."""
+    if not getattr(case.make(emulator, deferrable), "cancel_on_kill", True):
+        pytest.skip(f"{case.id} leaves jobs running on kill by default (cancel_on_kill=False)")
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = TaskRunner(lambda: case.make(emulator, deferrable), retries=1)
+    crash_once_submitted(runner)
+    (job,) = job_ids(case, emulator)
+
+    def mark_success_then_sigterm(operator: Any) -> None:
+        runner.ti.state = "success"
+        operator.on_kill()
+
+    held_try(runner, "submitted", mark_success_then_sigterm)
+    assert job_ids(case, emulator) == [job]
+    assert cancelled(case, emulator, job), "the marked task's job runs on"
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_failed_id_write_after_a_resend_cancels_the_duplicate_too(case, emulator, deferrable):
+    """A submission's answer is lost; the resend of the same token makes a second job (no idempotency key)
+    and the try converges on the earliest; then the id write fails (twice: it is retried once). The try
+    cancels the job it holds and the duplicate, which no record names either (the duplicate ran on before;
+    the model found it on EMR steps)."""
+    operator = case.make(emulator, deferrable)
+    if not getattr(operator, "durable_converge_after_submit", False):
+        pytest.skip(f"{case.id}: the system's idempotency key makes a resend return the same job")
+    if not getattr(operator, "cancel_on_kill", True):
+        pytest.skip(f"{case.id} leaves jobs running on kill by default (cancel_on_kill=False)")
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    case.lose_submit_answers(emulator)
+    runner.store.fail_set(record_state("submitted"), times=2)
+    outcome = runner.run_try()
+    assert isinstance(outcome.error, DurableStateError), outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2, jobs
+    assert [job for job in jobs if not cancelled(case, emulator, job)] == []
+
+
 def test_a_mark_while_running_ends_the_job_even_when_the_record_cannot_be_read(case, emulator):
     """The user marks a running (sync) task success; the SIGTERM's on_kill cannot read its record (the
     execution API fails). Airflow says the task instance ended, and an ended task instance waits on no job:

@@ -147,3 +147,9 @@ def mark_task(dep: Deployment, dag_id: str, run_id: str, task_id: str, state: st
         {"new_state": state},
     )
     return list((answer or {}).get("task_instances") or [])
+
+
+def named_for(run_name: Any, dag_id: str) -> bool:
+    """Whether a Databricks run name is the one a test DAG's task gives: its DAG id, before the identity
+    marker ``[afd-ti-…]`` a durable submit may append."""
+    return str(run_name or "").partition(" [afd-ti-")[0] == dag_id

@@ -29,6 +29,7 @@ if int(airflow.__version__.split(".")[0]) < 3:
 from airflow_durable import shims  # noqa: E402
 from airflow_durable.demo.deployment import Deployment, DeploymentError  # noqa: E402
 from airflow_durable.testing.databricks import DatabricksEmulator  # noqa: E402
+from tests.e2e_runtime import actions  # noqa: E402
 from tests.e2e_runtime.conftest import SUMMARIES  # noqa: E402
 
 pytestmark = pytest.mark.runtime
@@ -126,7 +127,11 @@ class Scenario:
         )
 
     def submissions(self) -> list[Any]:
-        return [e for e in self.dbx.ledger.submissions() if e.payload.get("run_name") == self.dag_id]
+        return [
+            e
+            for e in self.dbx.ledger.submissions()
+            if actions.named_for(e.payload.get("run_name"), self.dag_id)
+        ]
 
     def runs(self) -> list[Any]:
         return sorted(

@@ -335,14 +335,19 @@ def _check_ui_page(h: Harness, tmp_path: Path) -> None:
                     page.screenshot(path=str(tmp_path / f"failed-{user}.png"))
                     raise AssertionError(f"no jobs table for {user}: {page.content()[:3000]}") from None
                 # The page's cache lives on the api-server and never saw the deleted run's job while its
-                # record existed: it shows the two orphans the records name (the documented limit).
+                # record existed: the two orphans the records name, and the deleted run's job, found on
+                # Databricks (the records name the workspace) by the identity it carries.
                 orphan_rows = frame.locator("tr.orphan")
-                assert orphan_rows.count() == 2, frame.locator("body").inner_text()
-                assert "2 orphan(s)" in frame.locator("#orphan-count").inner_text()
+                assert orphan_rows.count() == 3, frame.locator("body").inner_text()
+                assert "3 orphan(s)" in frame.locator("#orphan-count").inner_text()
+                found = frame.locator("tr.orphan[data-ident^='system|databricks|']")
+                assert found.count() == 1, frame.locator("body").inner_text()
+                assert "found on databricks:databricks_default" in found.inner_text()
+                assert str(h.runs("afd_jobs_deleted")[0].run_id) in found.inner_text()
                 tracked = frame.locator("tr[data-ident^='afd_jobs_tracked|']")
                 assert tracked.count() == 1 and tracked.get_attribute("class") == "job"
                 buttons = frame.locator("tr.orphan button")
-                assert buttons.count() == (2 if user == "admin" else 0), user
+                assert buttons.count() == (3 if user == "admin" else 0), user
                 row = frame.locator("tr.orphan[data-ident^='afd_jobs_trigger_fails|']")
                 assert row.locator("a.job-link").get_attribute("href") == extra_link
                 assert "fresh_submit" in row.locator("details").inner_text() or "decision" in row.inner_text()

@@ -1,110 +1,189 @@
 """Violations the model finds on today's engine, with what each corresponds to.
 
-``make test`` records these instead of failing on them. Three tables, because they are emptied by
+``make test`` records these instead of failing on them. Four tables, because they are emptied by
 different work:
 
 * `KNOWN_VIOLATIONS`: engine findings whose fix has not landed (empty: every finding of issue 22 is fixed,
-  or listed below as a limit of Airflow 3.3 or as the next issue's); a violation not listed fails the model.
-  The findings the model showed on the engine of ``59ecc40`` are listed in docs/dev/model.md ("What it
-  found"); their scenarios in ``tests/model/scenarios.py`` are regression tests now.
-* `NEXT_ISSUE`: a job whose record Airflow (or a user) deleted while nothing held it: no engine can
-  reach it again from the record; it is the "Airflow forgets; the job doesn't" issue (DESIGN §8,
-  "Recoverable without the record"), which builds on this one.
+  or listed below); a violation not listed fails the model. The findings the model showed on the engine of
+  ``59ecc40`` are listed in docs/dev/model.md ("What it found"); their scenarios in
+  ``tests/model/scenarios.py`` are regression tests now.
+* `REAPER`: an active job nothing tracks and no try will come to find (issue 23: every job carries its task
+  instance's identity, and a try that finds no record while Airflow shows an earlier lifetime looks the
+  task instance's jobs up; invariant 3 counts a job that try will find as tracked,
+  `tests.model.world.World.coming_lookup_misses`). What is left is the task instance's end: finished,
+  marked, its run deleted, or a run re-created whose first try has no evidence to look up. Emptied by
+  issue 23 items 4 and 5 (``orphans`` through the systems, the opt-in reaper), built elsewhere; the model
+  does not play them.
+* `NO_LOOKUP`: the same on a system that offers no lookup of a task instance's jobs (the catalogue's
+  ``Lookup.implemented`` is False, with its reason): nothing finds the job without its record.
 * `IMPOSSIBLE_ON_AIRFLOW_3_3`: situations a try cannot tell apart with what Airflow 3.3 tells it
   (docs/dev/model.md, "Indistinguishable situations").
 
-Keys are ``<invariant>:<situation>`` as `tests.model.world.World.violate` builds them; a pattern ending
-in ``*`` matches every key it prefixes.
+The ``NEXT_ISSUE`` table of issue 22 ("only a lookup can end it") is gone: the lookups fixed what a try
+to come can reach, and the rest moved to `REAPER` or `NO_LOOKUP`.
+
+Keys are ``<invariant>:<situation>`` as `tests.model.world.World.violate` builds them; a pattern is matched
+with `fnmatch` (``*`` matches anything). An untracked job's situation (invariant 3) starts with why the try
+to come misses it when one comes (``no-lookup-``, ``no-evidence-``, ``record-kept-``, ``missed-by-lookup-``);
+without such a prefix, no try is to come that would find it.
 """
 
 from __future__ import annotations
 
-KNOWN_VIOLATIONS: dict[str, str] = {}
+from fnmatch import fnmatchcase
 
-NEXT_ISSUE: dict[str, str] = {
-    "1:two-live-jobs-after-*": (
-        "a try that began before an outside hand deleted the record (retention, the Storage tab, a deleted "
-        "run) finds no record and, as a new lifetime, submits anew while the older job runs on untracked: "
-        "only a lookup of that job by the task instance's identity ends it"
+KNOWN_VIOLATIONS: dict[str, str] = {
+    # Reported to the lead; not the lookup path: issue 22's convergence where no idempotency key exists.
+    "1:two-live-jobs-after-lost-answer-creator-ended-failed": (
+        "engine, open (EMR steps, Batch; make explore on forgets): the service took a submission whose "
+        "answer was lost, the same try resent the token (a second job: no idempotency key), and a read "
+        "between that submit and the id write failed (EMR steps: the converging ListSteps itself; Batch: "
+        "the DescribeJobs after ListJobs found both): the try records only the job it holds "
+        "(_record_held_job) and fails, saying nothing of the other job with its token; the retry reconnects "
+        "to the recorded job and never looks the token up again, so the first job runs on, named by "
+        "nothing. Sequence (emr_add_steps or batch, sync, retries=1): service_fault submit; try 1 starts "
+        "and submits (answer lost); service_fault status; try 1 resends and fails at the read; try 2 starts "
+        "and reconnects"
     ),
-    "5:never-recorded-old-job-survives-*": (
-        "a job no record ever named (its creator failed before writing its id: the lost answer with a failed "
-        "resend, above) outlives a clear: the new logical job's try keeps the older intent's token in "
-        "`unended`, but only a lookup by that token finds the job to end it"
+    "5:mark-running-on-kill-left-job-answer-lost": (
+        "engine, open (EMR steps; make explore on forgets, shrunk): the service took a submission whose "
+        "answer was lost; the user marks the task success before the try resends; the SIGTERM's on_kill "
+        "has no id to cancel (the record holds only the token). The main thread then resends the token "
+        "anyway (a try whose on_kill ran must not submit: it does for a resend), converges on the earliest "
+        "job (the lost answer's), cancels the resend's and records the earliest, which runs on after the "
+        "mark, named by the record (orphans reports it). Sequence (emr_add_steps, sync, retries=0): "
+        "service_fault submit; try 1 submits (answer lost); mark success; heartbeat (SIGTERM, on_kill)"
     ),
+    "5:mark-deferred-after-clear-discarding-state-trigger-left-job": (
+        "engine, open (issue 23, Airflow 3.4's clear; make explore on forgets, Batch): the user "
+        "clears a deferred task with its state discarded, the new try starts (its XCom clear deletes the "
+        "old trigger's note) and the user marks it success before its lookup; the old trigger, cancelled "
+        "now, asks, finds its note gone and leaves the job to 'the newer try', as on 3.3 where the record "
+        "keeps naming the job for it; here nothing names it, the marked try never looks up, the job runs "
+        "on. Asked after the task instance ended (success/failed) no try waits on any job, so the "
+        "trigger's on_kill could cancel. Scenario clear_discarding_state_then_mark_before_the_lookup "
+        "(Databricks and Batch, deferrable): try 1 defers; clear_discarding_state; try 2 starts; mark "
+        "success; clean_unused_triggers; triggerer_sync (on_kill)"
+    ),
+    "3:*never-recorded-duplicate-*": (
+        "engine, open: the same convergence. (a) The lost answer's job after the retry reconnected (above). "
+        "(b) The converging lookup found both jobs and the try adopted the earliest, then its id write "
+        "failed (the run was deleted: 404): _cancel_unrecorded cancels the adopted job, but the duplicate "
+        "is cancelled only after a successful write (_cancel_duplicates), so it runs on though this try "
+        "created it and nothing else tracks it"
+    ),
+}
+
+_REAPER = "ended by the opt-in reaper / orphans via the systems (issue 23 items 4, 5)"
+
+REAPER: dict[str, str] = {
     "3:never-recorded-answer-lost-*": (
-        "N2 with a second fault: the service made the job but its answer was lost, and the same try's "
-        "resend of the token failed too (BigQuery: the resend's 409 makes the provider read the job, and "
-        "that read fails); the try ends with only the token recorded and no retry left. The single fault "
-        "is fixed (the resend; test_logical_job_edges.py::test_a_submit_whose_answer_was_lost_leaves_its_"
-        "job_tracked); this one needs a lookup of the job by its token"
-    ),
-    "3:never-recorded-creator-sigtermed": (
-        "N5 in flight: the user clears a running task while its submit call is in flight; the SIGTERM's "
-        "on_kill finds no id, the call returns one afterwards, the try cannot write it (its task-instance id "
-        "is superseded) and may not cancel (a zombie's retry may have reconnected to that job by its token: "
-        "finding 4). The new epoch's record keeps the older intent's token in `unended`; only a lookup "
-        "of the job by that token finds it"
-    ),
-    "3:unnamed-by-run-deleted-nobody-held-it*": (
-        "the DAG run was deleted while no process or running trigger held its job (e.g. deferred, no "
-        "triggerer had picked the trigger up yet, or the worker's node was lost): the record went with the "
-        "run, and only a lookup of the job by its identity in the system can find it again"
-    ),
-    "3:unnamed-by-run-deleted-holder-left-it-trigger-killed": (
-        "the DAG run was deleted while a trigger held its job, and the triggerer died before it cancelled "
-        "the trigger (on_kill never ran): nothing holds the job any more"
-    ),
-    "3:unnamed-by-run-deleted-holder-left-it-process-killed": (
-        "the DAG run was deleted while a worker held its job, and the worker died before its next heartbeat "
-        "(the SIGTERM → on_kill that would have cancelled it never came)"
+        f"{_REAPER}: N2 with a second fault (the service made the job, its answer was lost, and the same "
+        "try's resend of the token failed too: BigQuery's 409 makes the provider read the job, and that "
+        "read fails); the try ends with only the token recorded and no retry left. A retry would resend "
+        "the token or find the job by it"
     ),
     "3:never-recorded-creator-killed": (
-        "the worker was killed inside the submit→persist window and no try followed to resume the token "
-        "(no retry left, or the task was marked or its run deleted meanwhile): the record holds only the "
-        "token, and only a lookup of the job by its identity can find it"
+        f"{_REAPER}: the worker was killed inside the submit→persist window and no try follows (no retry "
+        "left, or the task was marked or its run deleted meanwhile); the record holds only the token"
     ),
     "3:never-recorded-creator-killed-after-on-kill-in-channel-call": (
-        "the user marked the task while its try was between its submit and the write of the job's id, the "
-        "SIGTERM landed inside that very channel call, and the supervisor's SIGKILL came before the call "
-        "returned (it has 5 s; the write takes milliseconds): on_kill could not ask Airflow who owns the job "
-        "(a second channel call would deadlock on CommsDecoder's lock), so it leaves the job to the record's "
-        "token by design (engine/ownership.py, Read.SKIPPED); only a lookup of the job by that token can "
-        "find it"
+        f"{_REAPER}: the user marked the task while its try was between its submit and the write of the "
+        "job's id, the SIGTERM landed inside that very channel call, and the supervisor's SIGKILL came "
+        "before the call returned: on_kill could not ask Airflow who owns the job (engine/ownership.py, "
+        "Read.SKIPPED) and the marked task instance runs no try again"
     ),
-    "3:unnamed-by-run-deleted-holder-left-it-process-deferred": (
-        "the DAG run was deleted while a try ran, and the try deferred before its next heartbeat: Airflow "
-        "refuses the deferral (the task instance is gone) and the process exits; no trigger and no on_kill "
-        "ever holds the job"
+    "1:two-live-jobs-after-lost-answer-*": (
+        f"{_REAPER}: the try that resent a lost answer's token (two jobs, no idempotency key) was killed or "
+        "SIGTERMed before its converging lookup ended the second, and no try follows (a try that follows "
+        "resends the token and keeps the earliest job: the model then counts both as reached)"
     ),
-    "3:unnamed-by-run-deleted-holder-left-it-trigger-ended": (
-        "the DAG run was deleted while a trigger held its job, and the trigger ended on its own (an error "
-        "event after a failed status read) before the triggerer cancelled it: the event reaches no task "
-        "instance, nothing holds the job"
+    "1:two-live-jobs-after-*": (
+        f"{_REAPER}: two jobs of one logical job (one kept in the record after its cancel failed) lost their "
+        "record to an outside hand (a mark success under clear_on_success, retention, the Storage tab, a "
+        "deleted run) and the task instance runs no try that would find them; invariant 3 names each"
     ),
-    "3:unnamed-by-run-deleted-holder-left-it-cancel-failed-*": (
-        "the DAG run was deleted; its job's holder tried to cancel it (on_kill) and the cancel failed: with "
-        "the run and its record gone nothing can try again"
+    "3:*never-recorded-*-run-deleted": (
+        f"{_REAPER}: the job's DAG run was deleted (and maybe triggered again) before its creator wrote its "
+        "id (e.g. a try cleared while its submit was in flight, whose new epoch's try would have found the "
+        "job by the old intent's token, as scenario sigtermed_try_submits shows): the record went with the "
+        "run and no try of it will come"
+    ),
+    "3:unnamed-by-run-deleted-*": (
+        f"{_REAPER}: the DAG run was deleted while its job ran (nothing held it, or its holder left it: a "
+        "process killed or refused its deferral, a trigger killed or ended on its own, a cancel that "
+        "failed): the record and the task instance went with the run, and no try of it will come"
     ),
     "3:unnamed-by-run-recreated-*": (
-        "the DAG run was deleted and triggered again with the same run_id while a try of the old run still "
-        "held its job: the old try's on_kill finds no record (its task-instance id is gone) and a task "
-        "instance of that name alive again (the new run's), so it leaves the job to 'a newer try', which "
-        "belongs to another run and never sees it"
+        f"{_REAPER}: the DAG run was deleted and triggered again with the same run_id; the old run's job "
+        "carries the same identity, but no try of the new run that would look it up is certain to come "
+        "(its first try shows no earlier lifetime, the old run's try went with its run)"
+    ),
+    "3:no-evidence-*": (
+        f"{_REAPER}: the job's DAG run was deleted (its record with it, or already gone) and triggered again "
+        "with the same run_id; the new run's next try is its first (try_number 1, clear_number 0, "
+        "max_tries = retries), so it shows no earlier lifetime and makes no lookup (by design: a first "
+        "try's happy path makes none). The old run's job carries the identity of the new run's task "
+        "instance: `orphans` through the systems must tell it from the new run's own jobs by its token"
+    ),
+    "3:record-kept-*unnamed-by-run-recreated-*": (
+        f"{_REAPER}: as above, after the re-created run's first try (no evidence, no lookup) wrote its own "
+        "record: every later try follows that record, which names the new run's job, and never looks up "
+        "the old run's (make explore, Batch: deferred, the run deleted, its triggerer killed, the run "
+        "triggered again, its first try fails after its id write)"
+    ),
+    "3:unnamed-by-clear-discarding-state-*": (
+        f"{_REAPER}: Airflow 3.4's default clear deleted the record while its job ran, and the task instance "
+        "ended before a try looked it up (marked, its try already decided, its run deleted), or the try that "
+        "found it could not write it down (the intent write failed: a try that cannot prove itself current "
+        "ends nothing) and no retry was left"
+    ),
+    "5:mark-deferred-then-run-recreated-trigger-left-job": (
+        "the user marked the deferred task, then deleted its DAG run and triggered it again with the same "
+        "run_id before the trigger's on_kill asked Airflow: the answer is about the new run's task instance "
+        "of the same name (running), so the trigger leaves the job to it, and the new run's first try has "
+        "no evidence of an earlier lifetime to look it up; only orphans through the systems (a job of this "
+        "identity that the task instance's record does not name) can end it"
+    ),
+    "5:mark-running-answer-lost-on-kill-left-job": (
+        "N2 and a mark: the submission's answer was lost, and the mark's SIGTERM came while the try resent "
+        "the token; on_kill holds no id for the job the lost answer made, and the record only its token: "
+        "only a lookup by that token finds it"
+    ),
+    "5:clear-then-mark-deferred-trigger-left-job": (
+        "the user cleared the deferred task, then marked it while the new try had not yet ended the old job "
+        "(the mark kills that try first); the old trigger's on_kill cannot tell whose state Airflow answers "
+        "(the new try's start took the trigger's note) and keeps the job; the record still names it and "
+        "the task ended: the opt-in reaper (orphans' rules with --cancel) ends it (issue 23, item 5)"
     ),
     "3:unnamed-by-clear_on_success-*": (
-        "the user marked the task success while its job ran and [state_store] clear_on_success is on: the "
-        "public API deletes the task's state-store rows (_clear_task_state_store_on_success) before any "
-        "listener runs; when nothing ran the task (up_for_retry, queued, scheduled) or its holder ended "
-        "without a kill (SIGKILLed before its heartbeat, a trigger killed with its triggerer), the job runs "
-        "on, named by nothing"
+        f"{_REAPER}: the user marked the task success while its job ran and [state_store] clear_on_success"
+        " is on: the public API deletes the record (_clear_task_state_store_on_success); the task "
+        "instance is finished and no try comes"
     ),
     "3:unnamed-by-retention-*": (
-        "the record expired (retention) while its job ran: nothing names the job any more (and a try "
-        "that held it may have exited without knowing: Airflow refuses a deferral of a task marked meanwhile)"
+        f"{_REAPER}: the record expired (retention) while its job ran and the task instance runs no try "
+        "again (it finished, or its try already decided)"
     ),
     "3:unnamed-by-storage-tab-*": (
-        "a user deleted the record in the UI's Storage tab while its job ran: nothing names the job any more"
+        f"{_REAPER}: a user deleted the record in the UI's Storage tab while its job ran and the task "
+        "instance runs no try again (it finished, or its try already decided)"
+    ),
+}
+
+NO_LOOKUP: dict[str, str] = {
+    "3:no-lookup-*": (
+        "the system offers no lookup of a task instance's jobs (catalogue Lookup.implemented False: "
+        "Databricks run-now takes no run name or tags and its idempotency_token is not listed; the "
+        "Snowflake SQL API has no statement list): a job whose record went is found by nothing but "
+        "`orphans`' cache. (A never-recorded job whose record keeps its token may still be reached by a "
+        "try to come that resends the token through Databricks' idempotency key; the model does not "
+        "credit that on these systems)"
+    ),
+    "5:never-recorded-old-job-survives-*-no-lookup": (
+        "the same: a job no record ever named (its creator failed before writing its id) outlives a "
+        "clear; the new logical job's record keeps the older intent's token, which only a lookup could "
+        "resolve"
     ),
 }
 
@@ -138,14 +217,19 @@ IMPOSSIBLE_ON_AIRFLOW_3_3: dict[str, str] = {
     ),
 }
 
-TABLES = {"known": KNOWN_VIOLATIONS, "next issue": NEXT_ISSUE, "impossible on 3.3": IMPOSSIBLE_ON_AIRFLOW_3_3}
+TABLES = {
+    "known": KNOWN_VIOLATIONS,
+    "reaper": REAPER,
+    "no lookup": NO_LOOKUP,
+    "impossible on 3.3": IMPOSSIBLE_ON_AIRFLOW_3_3,
+}
 
 
 def explain(key: str) -> str | None:
     """``"<table>: <why>"`` for a listed key, ``None`` for a new violation."""
     for label, table in TABLES.items():
         for pattern, why in table.items():
-            if key == pattern or (pattern.endswith("*") and key.startswith(pattern[:-1])):
+            if fnmatchcase(key, pattern):
                 return f"{label}: {why}"
     return None
 

@@ -337,6 +337,18 @@ TRANSITIONS_TABLE: list[Transition] = [
         _RESET,
     ),
     Transition(
+        # Airflow 3.4's default clear, done on 3.3 as 3.4 does it: World.clear_discarding_state
+        "clear_discarding_state",
+        "user",
+        lambda w: w.db.ti is not None,
+        lambda w, reset: w.clear_discarding_state(reset_dag_run=reset),
+        lambda w, reset: (
+            f"user clears the task ({_ti_state(w) or 'none'}), Airflow 3.4's default: its state is discarded"
+            + ("" if reset else " (reset_dag_runs=false)")
+        ),
+        _RESET,
+    ),
+    Transition(
         "clear_other_task",
         "user",
         lambda w: w.db.run is not None,

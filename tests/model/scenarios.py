@@ -278,7 +278,7 @@ def sigterm_in_the_window(world: World) -> str:
 def sigterm_in_the_window_killed_before_the_write(world: World) -> str:
     """The same, but the SIGKILL lands before the interrupted write returns: ``on_kill`` could not ask who
     owns the job, so it left it to the record's token; only a lookup by that token finds it (the next
-    issue, listed in ``NEXT_ISSUE``)."""
+    issue; now `REAPER`: the marked task instance runs no try that would find it)."""
     p1 = _sigterm_inside_the_id_write(world)
     act(world, "sigkill_after_sigterm", f"supervisor escalates {p1.name}", lambda: world.escalate(p1))
     return "3:never-recorded-creator-killed-after-on-kill-in-channel-call"
@@ -364,12 +364,15 @@ def slow_answer_after_mark_note_in_flight(world: World) -> str:
 
 # ---------------------------------------------------------------------------- open on the fixed engine
 def record_deleted_then_retry(world: World) -> str:
-    """N3 (engine, open): try 1 submits and waits; the Storage tab deletes the record; try 1's worker dies
-    and the retry, finding no record, derives the same token (the lifetime salt is the run's start and
-    clear_number): it gets the older job back (idempotency key) or finds it by the token and keeps the
-    earliest, and returns or waits on it."""
+    """N3, fixed, then issue 23: try 1 submits and waits; the Storage tab deletes the record; try 1's
+    worker dies. The retry finds no record, and a new record lifetime (a logical job of its own) begins:
+    its tokens differ from try 1's (the lifetime salt names the try), so the system never hands the older
+    job back (N3 on ``59ecc40``: it did, and the retry returned it). Airflow shows an earlier lifetime
+    (``try_number`` 2), so the retry looks the task instance's jobs up, finds try 1's job still running,
+    records and cancels it, then submits its own and returns that job's result."""
     p1 = start(world)
     until_waiting(world, p1)
+    old = job_of(world, p1)
     act(
         world,
         "delete_record",
@@ -378,9 +381,114 @@ def record_deleted_then_retry(world: World) -> str:
     )
     act(world, "worker_dies", f"SIGKILL {p1.name}", lambda: world.kill_process(p1, node_lost=False))
     p2 = start(world)
+    _ends_old_job_then_returns_its_own(world, p2, old)
+    return f"2:{'waits-on' if world.deferrable else 'result-of'}-older-lj-after-record-deleted-storage-tab"
+
+
+def cancelled_by(world: World, job: Any) -> list[str]:
+    """The names of the actors whose cancel of ``job`` reached the system (from the model's log of the
+    ledger's cancel entries)."""
+    return [
+        line.split(" cancels job ")[0].strip()
+        for line in world.log
+        if f" cancels job {job.ledger_id}" in line and "(already ended)" not in line
+    ]
+
+
+def _ends_old_job_then_returns_its_own(world: World, p2: Process, old: Any) -> None:
+    """A try of a new logical job that begins without the record of the older one (``p2``): it ends the
+    older job ``old`` before it submits, then waits on the one job it submitted, and (sync: at once;
+    deferrable: in the resumed try) returns that job's result, never the older job's."""
+    until_parked(world, p2, "http", after_jobs=1)  # its own submit went through
+    (mine,) = (world.jobs[k] for k in p2.created)
+    assert mine.lj > old.lj and mine is not old, world.log
+    assert not world.active(old), f"the older job {old.ledger_id} was left running\n" + "\n".join(world.log)
+    assert any(n.startswith(f"p{p2.pid}") for n in cancelled_by(world, old)), (
+        f"{p2.name} did not cancel the older job {old.ledger_id}\n" + "\n".join(world.log)
+    )
     until_waiting(world, p2)
-    suffix = "record-deleted-storage-tab"
-    return _old_job_succeeds_then_try_2_ends(world, p2, suffix)  # type: ignore[return-value]
+    ended = p2
+    if world.deferrable:
+        until_exit(world, p2)
+        assert p2.outcome == "deferred", world.log
+        ti = world.db.ti
+        assert ti is not None and ti.trigger_id is not None, world.log
+        assert world.jobs_named_in(world.db.triggers[ti.trigger_id].kwargs) == {mine.key}, world.log
+    act(world, "job_ends", f"job {mine.ledger_id} succeeded", lambda: world.end_job(mine, "succeeded"))
+    if world.deferrable:
+        sync_all(world)
+        fire(world, instance_of(world, ti.trigger_id))
+        events_all(world)
+        ended = start(world)
+    until_exit(world, ended)
+    assert ended.outcome == "success", world.log
+    result = ended.main.result if ended.main else None
+    returned = world.jobs_named_in({"result": result, "xcoms": [p2.xcoms, ended.xcoms]})
+    assert returned == {mine.key}, f"{ended.name} returned {returned}, not its own job\n" + "\n".join(
+        world.log
+    )
+    assert [j.key for j in world.jobs.values() if world.active(j)] == [], world.log
+
+
+def clear_discarding_state_of_failed_task(world: World) -> None:
+    """Issue 23, item 3: Airflow 3.4's default clear of a failed task whose job outlived its worker. Try 1
+    submits and records; its node dies; the heartbeat timeout fails the task (no retry left), the record
+    still naming the job. The user clears the task and 3.4 deletes its state rows in the same request:
+    the next try finds no record, the clear is its evidence of an earlier lifetime, so it looks the task
+    instance's jobs up, ends try 1's job and returns its own job's result."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    old = job_of(world, p1)
+    act(
+        world,
+        "worker_dies",
+        f"SIGKILL {p1.name} and its node",
+        lambda: world.kill_process(p1, node_lost=True),
+    )
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    assert world.db.ti is not None and world.db.ti.state == af.FAILED, world.log
+    assert world.active(old) and world.named(old), world.log
+    act(
+        world,
+        "clear_discarding_state",
+        "user clears the task (failed), Airflow 3.4's default: its state is discarded",
+        world.clear_discarding_state,
+    )
+    assert not world.db.store, world.log
+    p2 = start(world)
+    _ends_old_job_then_returns_its_own(world, p2, old)
+
+
+def clear_discarding_state_then_mark_before_the_lookup(world: World) -> str:
+    """Issue 23 (engine, open): try 1 defers and its trigger runs; the user clears the task with its state
+    discarded (Airflow 3.4); the new try starts (its XCom clear deletes the trigger's note) and the user
+    marks it success before its lookup; the old trigger, cancelled now, finds its note gone and leaves the
+    job to the newer try, as on 3.3, where the record would keep naming the job: nothing ends it."""
+    p1 = start(world)
+    until_exit(world, p1)
+    sync_all(world)
+    ti = world.db.ti
+    assert ti is not None and ti.trigger_id is not None, world.log
+    trigger = instance_of(world, ti.trigger_id)
+    run_until(
+        world,
+        lambda: trigger.actor,
+        lambda: trigger.events > 0 or world.is_status_read(trigger.actor.parked if trigger.actor else None),
+        f"{trigger.name} polls",
+    )
+    act(
+        world,
+        "clear_discarding_state",
+        "user clears the task (deferred), Airflow 3.4's default: its state is discarded",
+        world.clear_discarding_state,
+    )
+    p2 = start(world)
+    until_parked(world, p2, "store_get")  # its XComs cleared, its lookup not made yet
+    act(world, "mark", "user marks the task success (running)", lambda: world.mark(af.SUCCESS))
+    act(world, "clean_unused_triggers", "clean unused triggers", world.clean_unused)
+    sync_all(world)
+    fire(world, trigger)
+    return "5:mark-deferred-after-clear-discarding-state-trigger-left-job"
 
 
 def mark_then_clear_before_sigterm(world: World) -> str | None:
@@ -415,15 +523,20 @@ def sigtermed_try_submits(world: World) -> str:
     """N5 (engine, open): the user clears the running task after its intent write, before its submit; the
     heartbeat's SIGTERM runs on_kill (nothing to cancel yet); the user clears again and the new epoch's try
     starts; the old try's main thread goes on, submits, cannot write the id (its task-instance id is
-    superseded), sees a try running and, as a superseded try, does not cancel: the job runs untracked."""
+    superseded), sees a try running and, as a superseded try, does not cancel: the job ran untracked.
+    Since issue 23 the new epoch's try, whose record keeps the old intent's token, finds that job and
+    ends it before it submits its own."""
     p1 = start(world)
     until_parked(world, p1, "http")
     act(world, "clear", "user clears the task (running)", world.clear)
     act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
     until_killer_done(world, p1)
     act(world, "clear", "user clears the task again (restarting)", world.clear)
-    start(world)  # the new epoch's try is running (parked at its first store read) when p1 asks
+    p2 = start(world)  # the new epoch's try is running (parked at its first store read) when p1 asks
     until_exit(world, p1)
+    # Issue 23: the record p2 reads is p1's intent, of an older epoch, with the token p1 submitted with;
+    # p2 finds the job by it (the token lookup, else the identity lookup) and ends it before submitting.
+    _ends_old_job_then_returns_its_own(world, p2, job_of(world, p1))
     return "3:never-recorded-creator-sigtermed"
 
 
@@ -466,7 +579,40 @@ def clear_after_retries_lowered(world: World) -> str:
 
 
 #: name → (scenario, requirements on the world: deferrable / retries / trigger_ids).
+def deferral_timeout_then_retry(world: World) -> str | None:
+    """Try 1 defers and its trigger polls; the deferral times out (``check_trigger_timeouts``); the resumed
+    try fails with ``TaskDeferralTimeout`` and the task is up for retry; the triggerer cancels the trigger
+    with the user-action message, past its ``timeout_after`` (``run_trigger``: no ``on_kill``); try 2
+    reconnects to job 1. Found by ``make explore`` on EMR Serverless: the provider trigger's own pre-3.3
+    cancel path (``EmrServerlessStartJobTrigger.run``: no user-action message reached it, the task was not
+    deferred) cancelled job 1 under try 2."""
+    p1 = start(world)
+    until_exit(world, p1)
+    if world.db.ti is None or not world.db.ti.trigger_timeout:
+        return None  # this operator defers without a timeout: nothing times out
+    sync_all(world)
+    (instance,) = [i for i in world.instances if i.row.serial == 1]
+    if instance.actor is not None and instance.actor in world.steppable():
+        act(world, "advance", f"{instance.name} polls", lambda: world.advance(instance.actor, 2))
+    act(world, "trigger_timeout", "scheduler: the deferral timed out", world.trigger_timeout)
+    resumed = start(world)
+    until_exit(world, resumed)
+    assert world.db.ti is not None and world.db.ti.state == af.UP_FOR_RETRY, world.log
+    act(world, "clean_unused_triggers", "clean unused triggers", world.clean_unused)
+    sync_all(world)
+    run_until(
+        world,
+        lambda: instance.actor,
+        lambda: instance.actor is None or instance.actor.done or instance.actor.dead,
+        f"{instance.name} ends",
+    )
+    p2 = start(world)
+    until_waiting(world, p2)
+    return None
+
+
 SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
+    "deferral_timeout_then_retry": (deferral_timeout_then_retry, {"deferrable": True, "retries": 1}),
     "clear_of_deferred_reaches_new_deferral": (
         clear_of_deferred_reaches_new_deferral,
         {"deferrable": True, "trigger_ids": "sqlite", "retries": 0},
@@ -494,6 +640,14 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
         {"deferrable": True, "retries": 0},
     ),
     "record_deleted_then_retry": (record_deleted_then_retry, {"retries": 1}),
+    "clear_discarding_state_of_failed_task": (
+        clear_discarding_state_of_failed_task,
+        {"deferrable": False, "retries": 0},
+    ),
+    "clear_discarding_state_then_mark_before_the_lookup": (
+        clear_discarding_state_then_mark_before_the_lookup,
+        {"deferrable": True, "retries": 0},
+    ),
     "mark_then_clear_before_sigterm": (mark_then_clear_before_sigterm, {"deferrable": False, "retries": 0}),
     "mark_then_clear_then_a_new_try_before_sigterm": (
         mark_then_clear_then_a_new_try_before_sigterm,

@@ -108,3 +108,21 @@ def test_a_clear_without_run_reset_of_a_running_task_with_a_dead_worker_differs_
     differ = sorted(k for k in cleared if cleared[k] != retried.get(k))
     assert differ == ["task_state_store.fields"], (cleared, retried)
     assert "cleared_while_running" in cleared["task_state_store.fields"]
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_deferral_timeout_leaves_the_job_to_the_retry_on_every_family(family: str) -> None:
+    """The deferral timeout scenario on every family's deferrable path (the scenarios above run on two):
+    the timed-out trigger, cancelled by the triggerer, ends nothing; try 2 reconnects to job 1. EMR
+    Serverless' provider trigger cancelled the job here before the owned trigger handed it Airflow's
+    user-action message."""
+    cases = cases_of(family)
+    host = EmulatorHost(cases[0].emulator_fixture)
+    with host.running():
+        world, _ = run_scenario(host, "deferral_timeout_then_retry", deferrable=True)
+    log = "\n".join(world.log)
+    if "the deferral timed out" not in log:
+        pytest.skip(f"{family}'s operator defers without a timeout")
+    assert not world.violations, f"{[v.key for v in world.violations]}\n{log}"
+    (job,) = world.jobs.values()
+    assert world.active(job), f"job {job.ledger_id} was ended under the retry\n{log}"

@@ -18,8 +18,10 @@ Definitions (also in docs/dev/model.md):
   rows, outside the ``history`` audit trail.
 * **knows**: an actor knows a job it created, or whose id appeared in one of its requests to the
   service or in the service's answer to it; a trigger knows the jobs its serialized kwargs name.
-* **tracked**: an active job is tracked while the current record names it, or a live actor (a process
-  not yet exited or killed, a running trigger instance) knows it.
+* **tracked**: an active job is tracked while the current record names it, a live actor (a process
+  not yet exited or killed, a running trigger instance) knows it, the trigger row of the task instance's
+  current deferral names it (a triggerer will run it), or the try that decides next will find it by a
+  lookup (`World.coming_lookup_misses`: issue 23; every job carries its task instance's identity).
 * **owner**: at a given moment, the owner of the current LJ's jobs is the newest try (the process whose
   task-instance id is the row's current id) and the trigger instance built from its current deferral's
   trigger row on the triggerer that row is assigned to.
@@ -40,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_durable import catalogue
+from airflow_durable.engine.identity import tokens_in
 from tests.harness import WorkerCrash
 from tests.model import airflow_side as af
 from tests.model.coop import Actor, Coop, park_async
@@ -94,6 +98,7 @@ class Process:
     frozen: bool = False
     dead: bool = False
     exited: bool = False
+    incarnation: int = 0  # of the DAG run it belongs to
     deadlocked: bool = False
     #: SIGTERM landed while the main thread held the channel's lock: on_kill could not ask Airflow anything.
     sigterm_locked: bool = False
@@ -174,6 +179,10 @@ class Job:
     step: int
     cancel_failed: bool = False
     answer_lost: bool = False  # the submission took effect but its answer never reached the try
+    #: The airflow-durable tokens its submission carried (the ledger's token, and any in its payload).
+    tokens: frozenset[str] = frozenset()
+    #: (run incarnation, try number) of the try the model last expected to find it by a lookup.
+    awaited_by: tuple[int, int] | None = None
     #: The live actors that knew it when its record went (who could still have ended it).
     holders: list[Any] = field(default_factory=list)
     #: Step at which the record last named it, and what stopped naming it.
@@ -229,6 +238,10 @@ class World:
         self._answer_lost_by: Any = None
         self._saved_sleep: Any = asyncio.sleep
         self._lj_of_try: dict[tuple[int, int], int] = {}  # (run incarnation, try_number) → LJ
+        #: The operator as the DAG declares it (what a coming try will run): its record key, whether it
+        #: waits, whether its system can list a task instance's jobs (issue 23's lookup).
+        self._declared = case.make(self.emulator, deferrable, retries=retries)
+        self._awaited: tuple[int, int] | None = None  # set by `coming_try`
         self.emulator.lifecycle = [case.initial, case.running]
         host.gate = self._gate_http
         host.seen = self._seen_http
@@ -364,6 +377,9 @@ class World:
                 key = "|".join(atoms(entry.external_id))
                 lj = owner.lj if isinstance(owner, (Process, TriggerInstance)) else self.lj
                 job = Job(entry.external_id, key, atoms(entry.external_id), lj, actor.name, self.step)
+                job.tokens = frozenset(
+                    tokens_in(json.dumps(entry.payload, default=str)) | tokens_in(entry.token)
+                )
                 job.answer_lost = self._answer_lost_by is actor
                 self._answer_lost_by = None
                 self.jobs[key] = job
@@ -490,6 +506,7 @@ class World:
             pid=pid,
             kind="resume" if resuming else "execute",
             try_number=ti.try_number,
+            incarnation=run.incarnation,
             ti_id=ti.id,
             lj=lj,
             operator=operator,
@@ -1040,6 +1057,20 @@ class World:
         cause = f"clear of {before or 'none'}" + ("" if reset_dag_run else " (reset_dag_runs=false)")
         self._begin_lj(cause, state=before, worker=worker, reset_dag_run=reset_dag_run)
 
+    def clear_discarding_state(self, reset_dag_run: bool = True) -> None:
+        """Airflow 3.4's default task clear (REST ``POST .../clearTaskInstances`` without ``keep_task_state``:
+        the UI's clear dialog, airflowctl), done on 3.3.2 as 3.4 does it: ``clear_task_instances`` as in
+        `clear`, then, in the same request once the clear succeeded, the cleared task instance's
+        ``task_state_store`` rows are deleted (/work/shared/reference/airflow-3.4-clear.md; upstream
+        apache/airflow#72100). A DAG-run clear and a mark keep the state on 3.4 (3.5 discards on DAG-run
+        clears too): only this clear kind discards. The engine needs nothing of 3.4 here: the next try finds
+        no record, and the clear is its evidence of an earlier lifetime (``clear_number``, ``max_tries``)."""
+        self.clear(reset_dag_run=reset_dag_run)
+        self.ljs[-1].detail["state_discarded"] = True
+        if self.db.store:
+            self.db.store.clear()
+            self._record_gone("clear discarding state")
+
     def _reset_run_for_clear(self) -> None:
         run = self.db.run
         assert run is not None
@@ -1200,18 +1231,36 @@ class World:
             if not self.active(job):
                 continue
             by_lj.setdefault(job.lj, []).append(job)
-            if not self.named(job) and not any(job.key in knows for knows in live_knowers):
+            if self.named(job) or any(job.key in knows for knows in live_knowers):
+                job.awaited_by = None  # found (or still held): a later loss is a new one
+            else:
+                missed = self.coming_lookup_misses(job)
+                if missed is None:
+                    # The try that decides next finds it by the task instance's identity (or its token).
+                    job.awaited_by = self._awaited
+                    continue
+                if not missed and job.awaited_by is not None and self._decided(job.awaited_by):
+                    missed = "missed-by-lookup"  # the try expected to find it decided without naming it
+                situation = (f"{missed}-" if missed else "") + self._untracked_situation(job)
                 self.violate(
                     "3",
-                    self._untracked_situation(job),
+                    situation,
                     f"job {job.ledger_id} (LJ {job.lj}) is active "
-                    "and nothing tracks it: no record names it, no live process or trigger knows it",
+                    "and nothing tracks it: no record names it, no live process or trigger knows it"
+                    + (f" ({missed})" if missed else ", and no try is to come that would find it"),
                 )
         for lj, jobs in by_lj.items():
             if len(jobs) < 2:
                 continue
             inflight = any(p.alive and p.lj == lj and p.pending_submit for p in self.processes)
-            if not inflight:
+            # A try to come that reaches every job but (at most) the one the record names converges them:
+            # it resends the recorded token and keeps the earliest job carrying it, or ends what its
+            # lookup finds (a try that fails to do so shows as missed-by-lookup, (3)).
+            reached = [j for j in jobs if not self.named(j) and self.coming_lookup_misses(j) is None]
+            # A duplicate whose cancel failed and that the record keeps (`unended`) is the record's to end
+            # (the next try, or `orphans`), as in invariant 5.
+            kept = [j for j in jobs if j.cancel_failed and self.named(j)]
+            if not inflight and len(jobs) - len(reached) - len(kept) > 1:
                 ids = [j.ledger_id for j in jobs]
                 self.violate(
                     "1",
@@ -1220,9 +1269,137 @@ class World:
                     "and no try of it is between a submit and its persist",
                 )
 
+    # ------------------------------------------------------------------ a try to come (issue 23)
+    def coming_try(self) -> tuple[int, int, int, int] | None:
+        """``(try_number, max_tries, clear_number, retries)`` as the try that decides next will see them: a
+        fresh try Airflow 3.3.2 will start unless a user acts first, or the current one if it has not
+        decided yet; ``None`` when no such try is certain.
+
+        * ``running`` with its try alive, not frozen or SIGTERMed, and before its first store write (its
+          lookup comes before any write: `ResumableJobMixin._track_found_jobs`): that try, as it started;
+        * no state, ``up_for_retry``, ``scheduled`` (not a resumed deferral: ``next_method`` unset): the
+          scheduler queues it (``DagRun.schedule_tis``: ``try_number + 1``); ``queued``: it already has it;
+        * ``restarting`` (cleared while running): always. Its worker, told at its next heartbeat (404),
+          exits, or is killed, and ``process_executor_events`` sets no state with ``max_tries = try_number
+          + task.retries``; a silent worker is failed by the heartbeat timeout, and ``is_eligible_to_retry``
+          is true for ``restarting`` (``handle_failure`` → ``up_for_retry``). The try after it is try
+          ``try_number + 1`` (≥ 2);
+        * ``running`` whose worker is gone with its node (or there is no worker): the heartbeat timeout
+          (``_purge_task_instances_without_heartbeats``) → ``TaskInstance.handle_failure`` →
+          ``fetch_handle_failure_context``: ``is_eligible_to_retry`` (``task.retries and try_number <=
+          max_tries``) → ``up_for_retry``, else ``failed`` (no try);
+        * anything else: a live worker may still succeed, a frozen one may thaw, a deferral resumes the same
+          try (``execute_complete``, no lookup), a finished task instance runs again only if a user clears it
+          (``clear_task_instances``).
+        """
+        ti, run = self.db.ti, self.db.run
+        self._awaited = None
+        if ti is None or run is None:
+            return None
+        later = (run.clear_number, self.db.retries)
+        coming = self._coming_try(ti, run, later)
+        if coming is not None:
+            self._awaited = (run.incarnation, coming[0])
+        return coming
+
+    def _coming_try(
+        self, ti: af.TaskInstanceRow, run: af.DagRunRow, later: tuple[int, int]
+    ) -> tuple[int, int, int, int] | None:
+        if ti.next_method is None and ti.state in (af.NONE, af.UP_FOR_RETRY, af.SCHEDULED):
+            return ti.try_number + 1, ti.max_tries, *later
+        if ti.next_method is None and ti.state == af.QUEUED:
+            return ti.try_number, ti.max_tries, *later
+        if ti.state == af.RESTARTING:
+            return ti.try_number + 1, ti.max_tries, *later
+        if ti.state == af.RUNNING:
+            holder = next((p for p in self.processes if p.pid == ti.pid), None)
+            if (
+                holder is not None
+                and holder.alive
+                and holder.ti_id == ti.id
+                and holder.kind == "execute"
+                and not (holder.frozen or holder.sigterm or holder.writes or holder.created)
+            ):
+                view = holder.view
+                return (
+                    holder.try_number,
+                    int(view["ti.max_tries"]),
+                    int(view["dag_run.clear_number"]),
+                    int(view["task.retries"]),
+                )
+            if holder is not None and not (holder.dead and holder.node_lost):
+                return None
+            if self.db.retries and ti.try_number <= ti.max_tries:
+                return ti.try_number + 1, ti.max_tries, *later
+        return None
+
+    def _decided(self, which: tuple[int, int]) -> bool:
+        """Whether the try ``(run incarnation, try number)`` got past its lookup: its first store write (the
+        intent, which names what the lookup found) or a submit."""
+        return any(
+            (p.incarnation, p.try_number) == which and p.kind == "execute" and (p.writes or p.created)
+            for p in self.processes
+        )
+
+    def _lookup_ends_jobs(self) -> bool:
+        """Whether a try of this operator that looks its task instance's jobs up ends the older ones: the
+        system lists them (catalogue ``Lookup.implemented``), the list does not lag, the operator waits."""
+        operator = self._declared
+        lookup = catalogue.LOOKUPS.get(operator.external_id_key)
+        return (
+            lookup is not None
+            and lookup.implemented
+            and not getattr(self.emulator, "list_lag_reads", 0)
+            and not getattr(self.emulator, "list_lag_seconds", 0)
+            and bool(operator.durable_waits())
+            and bool(getattr(operator, "cancel_on_kill", True))
+        )
+
+    def coming_lookup_misses(self, job: Job) -> str | None:
+        """Whether the try to come finds ``job`` by a lookup and ends it (then it is tracked): ``None`` if
+        it does, else why not (``""``: no try is to come; only the opt-in reaper or ``orphans`` through the
+        systems can end the job, issue 23 items 4 and 5).
+
+        Every job the model's operators submit carries the task instance's identity (its dag, run_id, task
+        and map index: a deleted and re-created run has the same). The engine looks the identity up
+        (``durable_find``) when the try finds no record and Airflow shows an earlier lifetime
+        (``TryIdentity.may_have_run_before``: ``try_number > 1``, ``clear_number > 0`` or ``max_tries >
+        retries``), and ends every still-active job of another lifetime. A try whose record names a job by
+        its token only reaches it too: an intent of its own clear epoch is resent with that token (the
+        system's idempotency key, or the token lookup after submitting: issue 22), an older epoch's intent
+        or a token kept in ``unended`` is found by the token (``_left_by_old_epoch``) or resolved by the
+        identity lookup (``_resolve_tokens``). Only an operator that waits ends what it found (one that only
+        submits leaves earlier jobs, as the provider operator does)."""
+        operator = self._declared
+        lookup = catalogue.LOOKUPS.get(operator.external_id_key)
+        if lookup is None or not lookup.implemented:
+            return "no-lookup"  # nothing lists it, whether a try comes or not: the system's limit
+        if getattr(self.emulator, "list_lag_reads", 0) or getattr(self.emulator, "list_lag_seconds", 0):
+            return "list-lags"
+        if not operator.durable_waits() or not getattr(operator, "cancel_on_kill", True):
+            return "submit-only"
+        coming = self.coming_try()
+        if coming is None:
+            return ""
+        record = self.db.store.get(operator.external_id_key)
+        if record is None:
+            try_number, max_tries, clear_number, retries = coming
+            if not (try_number > 1 or clear_number > 0 or max_tries > retries):
+                return "no-evidence"
+            return None
+        if job.tokens & deep_atoms(without_history(record)):
+            return None
+        return "record-kept"
+
     def _live_knowers(self) -> list[set[str]]:
         found = [p.knows for p in self.processes if p.alive]
         found += [i.knows for i in self.instances if i.running]
+        # The trigger row of the task instance's current deferral: a live, healthy triggerer builds it
+        # (``Trigger.assign_unassigned``, ``build_trigger_workloads``) and it waits on the jobs it names.
+        ti = self.db.ti
+        row = self.db.triggers.get(ti.trigger_id) if ti is not None and ti.trigger_id is not None else None
+        if ti is not None and ti.state == af.DEFERRED and row is not None and row.ti_id == ti.id:
+            found.append(self.jobs_named_in(row.kwargs))
         return found
 
     def _track_naming(self) -> None:
@@ -1232,22 +1409,33 @@ class World:
             elif job.last_named is not None and job.unnamed_by is None:
                 job.unnamed_by = "overwritten"
 
+    def _creator_fate(self, job: Job) -> str:
+        creator = next((p for p in self.processes if job.key in p.created), None)
+        if creator is None:
+            return "unknown"
+        if creator.deadlocked:
+            return "killed-after-on-kill-deadlock"
+        if creator.sigterm_locked and creator.dead:
+            return "killed-after-on-kill-in-channel-call"
+        if creator.sigterm:
+            return "sigtermed"
+        if creator.dead:
+            return "killed"
+        return f"ended-{creator.outcome}"
+
     def _untracked_situation(self, job: Job) -> str:
         if job.last_named is None:
             creator = next((p for p in self.processes if job.key in p.created), None)
-            if creator is None:
-                fate = "unknown"
-            elif creator.deadlocked:
-                fate = "killed-after-on-kill-deadlock"
-            elif creator.sigterm_locked and creator.dead:
-                fate = "killed-after-on-kill-in-channel-call"
-            elif creator.sigterm:
-                fate = "sigtermed"
-            elif creator.dead:
-                fate = "killed"
-            else:
-                fate = f"ended-{creator.outcome}"
-            return f"never-recorded{'-answer-lost' if job.answer_lost else ''}-creator-{fate}"
+            fate = self._creator_fate(job)
+            # One of two jobs its (failed) creator made with one token: a lost answer's resend, or the
+            # converging lookup's duplicate; the try ended without ending it.
+            duplicate = "-duplicate" if fate == "ended-failed" and len(creator.created) > 1 else ""
+            run = self.db.run
+            # Its run was deleted (and maybe re-created) before the id was written: the record went with it.
+            gone = creator is not None and (run is None or creator.incarnation != run.incarnation)
+            return f"never-recorded{duplicate}{'-answer-lost' if job.answer_lost else ''}-creator-{fate}" + (
+                "-run-deleted" if gone else ""
+            )
         situation = f"unnamed-by-{(job.unnamed_by or 'overwritten').replace(' ', '-')}"
         if job.unnamed_by in (None, "overwritten") and job.cancel_failed:
             situation += "-after-failed-cancel"
@@ -1263,10 +1451,20 @@ class World:
 
     def _two_jobs_situation(self, lj: int, jobs: list[Job]) -> str:
         gone = sorted({j.unnamed_by for j in jobs if j.unnamed_by not in (None, "overwritten")})
+        if not gone and any(x.number > lj and x.cause == "run deleted" for x in self.ljs):
+            # Neither was ever recorded (the try's writes failed once its run was deleted): the same.
+            gone = ["run deleted"]
+        if not gone and any(j.last_named is None and j.answer_lost for j in jobs):
+            # A lost answer, then the resend's answer lost too or its converge lookup failed, on a system
+            # without idempotency: the job of the lost answer was never recorded (N2's double fault).
+            gone = ["answer lost"]
         if gone:
             # A try that began before the record went (here: frozen meanwhile) finds none and submits anew:
             # only a lookup of the older job by its identity can end it.
             return "two-live-jobs-after-" + "-".join(g.replace(" ", "-") for g in gone)
+        lost = next((j for j in jobs if j.answer_lost), None)
+        if lost is not None:  # the resend of a lost answer made the second
+            return f"two-live-jobs-after-lost-answer-creator-{self._creator_fate(lost)}"
         return "two-live-jobs"
 
     def _check_new_job(self, job: Job, owner: Any) -> None:
@@ -1284,19 +1482,31 @@ class World:
             if not ended_by or any(x.cause.startswith(("run", "record")) for x in between):
                 # A deleted run or record in between: the new try cannot know the old job ((3) covers it).
                 continue
-            if old.unnamed_by not in (None, "overwritten") and not self.named(old):
+            if (
+                old.unnamed_by not in (None, "overwritten")
+                and not self.named(old)
+                and not (old.unnamed_by.startswith("clear discarding state") and self._lookup_ends_jobs())
+            ):
                 # Airflow deleted the record that named it (a mark success under clear_on_success): the
-                # same, the new try cannot know it.
+                # same, the new try cannot know it. After 3.4's clear it can: the clear is its evidence,
+                # and it looks the task instance's jobs up (where the system lists them).
                 continue
             if old.cancel_failed and self.named(old):
                 continue
-            cause = ended_by[0]
-            if old.cancel_failed:
+            # A clear no field tells from a retry hides the boundaries before it (see `_boundary`).
+            cause = next((x for x in ended_by if _slug(x).endswith("no-run-reset")), ended_by[0])
+            if old.last_named is None and not self.named(old):
+                # No record ever named it (its creator failed before the id write, and the creator's own
+                # cancel may have failed too): the next issue's lookup by token, whatever the cancel did.
+                situation = f"never-recorded-old-job-survives-{_slug(cause)}"
+            elif old.cancel_failed:
                 situation = "old-job-dropped-after-failed-cancel"
             elif self.named(old):  # kept in the record (e.g. its status unknown) but never cancelled
                 situation = f"old-job-left-running-named-after-{_slug(cause)}"
             elif old.last_named is None:  # no record ever named it (its creator failed before the id write)
                 situation = f"never-recorded-old-job-survives-{_slug(cause)}"
+                if not self._lookup_ends_jobs():
+                    situation += "-no-lookup"  # only a lookup could resolve the token the record keeps
             else:
                 situation = f"old-job-survives-{_slug(cause)}"
             self.violate(
@@ -1310,10 +1520,13 @@ class World:
     def _boundary(self, older: int, newer: int) -> str:
         """The cause of the first LJ boundary between two LJs, as a key suffix."""
         low, high = sorted((older, newer))
-        for lj in self.ljs:
-            if low < lj.number <= high:
+        between = [lj for lj in self.ljs if low < lj.number <= high]
+        for lj in between:
+            if _slug(lj).endswith("no-run-reset"):
+                # A clear no field tells from a retry (IMPOSSIBLE_ON_AIRFLOW_3_3) hides every boundary before
+                # it from the try: name it, whatever came first.
                 return _slug(lj)
-        return "same-lj"
+        return _slug(between[0]) if between else "same-lj"
 
     def _check_try_end(self, process: Process, outcome: str, error: BaseException | None) -> None:
         """(2) A new logical job never receives an older job or its result; (5) at the try's decision."""
@@ -1424,6 +1637,10 @@ class World:
             return
         if any(instance.lj < x.number < marked[0].number and x.cause.startswith("run") for x in self.ljs):
             return  # the mark is of a re-created run's task instance: the trigger's went with its run ((3))
+        if any(x.number > marked[0].number and x.cause.startswith("run") for x in self.ljs):
+            # The run was deleted after the mark (as check_sigterm_done has it): its record went with it, and
+            # a re-created run's task instance answers for the trigger's; (3) applies.
+            return
         # A clear after the mark and a new try begun before the trigger decided (it cleared the XComs
         # before the trigger's note was written): the trigger cannot tell that try from its own.
         cleared = any(x.number > marked[0].number and x.cause.startswith("clear") for x in self.ljs) and any(
@@ -1435,6 +1652,13 @@ class World:
                 ti = self.db.ti
                 state = ti.state if ti is not None else "gone"
                 situation = "mark-then-clear-deferred" if cleared else "mark-deferred"
+                if any(
+                    instance.lj < x.number < marked[0].number and x.detail.get("state_discarded")
+                    for x in self.ljs
+                ):
+                    # Airflow 3.4's clear deleted the record first: a newer try's start (its XCom clear)
+                    # no longer means the record keeps the job for it.
+                    situation += "-after-clear-discarding-state"
                 self.violate(
                     "5",
                     f"{situation}-trigger-left-job",
@@ -1473,11 +1697,16 @@ class World:
         for key in process.knows:
             job = self.jobs.get(key)
             if job is not None and job.lj == process.lj and self.active(job) and not job.cancel_failed:
+                # A job whose submission's answer was lost: the try never had its id to cancel.
+                lost = "-answer-lost" if job.answer_lost else ""
                 self.violate(
                     "5",
-                    "mark-then-clear-running-on-kill-left-job"
-                    if cleared
-                    else "mark-running-on-kill-left-job",
+                    (
+                        "mark-then-clear-running-on-kill-left-job"
+                        if cleared
+                        else "mark-running-on-kill-left-job"
+                    )
+                    + lost,
                     f"{process.name}'s on_kill ran after a "
                     f"{marked[0].cause} but job {job.ledger_id} still runs",
                 )
@@ -1516,12 +1745,13 @@ def _deserde(value: Any) -> Any:
 
 
 def _slug(lj: LogicalJob) -> str:
+    discarded = "-state-discarded" if lj.detail.get("state_discarded") else ""
     if lj.cause.startswith("clear of running"):
         reset = "" if lj.detail.get("reset_dag_run", True) else "-no-run-reset"
-        return f"clear-of-running-{lj.detail.get('worker', '?')}-worker{reset}"
+        return f"clear-of-running-{lj.detail.get('worker', '?')}-worker{reset}{discarded}"
     return (
         lj.cause.replace(" (reset_dag_runs=false)", "-no-run-reset")
         .replace(" ", "-")
         .replace("(", "")
         .replace(")", "")
-    )
+    ) + discarded

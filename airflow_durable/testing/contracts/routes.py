@@ -58,6 +58,7 @@ ROUTES: dict[str, dict[str, str]] = {
         "SubmitJob": f"{HOOK} (submit_job)",
         "DescribeJobs": f"{HOOK} (sync wait), {TRIGGER} (poll), {DURABLE} (decision)",
         "ListJobs": f"{DURABLE} (lookup by name and token tag; durable_find by identity tag)",
+        "DescribeJobQueues": "airflow-durable orphans (the job queues it lists marked jobs on)",
         "TerminateJob": f"{HOOK} (on_kill), {DURABLE} (cancel)",
         "CancelJob": TESTS,
     },

@@ -1,0 +1,391 @@
+"""``orphans`` finds jobs through the systems themselves (issue 23): every family with a lookup, against its
+emulator, with the real operator submitting and the real provider hooks listing, reading and cancelling.
+
+A try submits through the real operator and dies with its job running (the worker is gone, the job is
+not). Airflow's side is a loopback stub of the REST API (``airflow_stub.py``): deleting the DAG run takes
+the task instance and its record with it, as Airflow does. Nothing is in the local cache in any test here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_durable import catalogue
+from airflow_durable.identity_tags import task_identity
+from airflow_durable.jobs.api import AirflowApi
+from airflow_durable.jobs.collect import ScanReport, cancel_orphans, find_orphans
+from airflow_durable.jobs.records import parse_record
+from airflow_durable.jobs.systems import Scan, parse_scan, scan_of
+from tests.conformance.systems import SYSTEMS, SystemCase, job_ids, runner_for
+from tests.harness import DURABLE, TaskRunner, record_state
+from tests.jobs.airflow_stub import AirflowStub, serve
+
+pytestmark = pytest.mark.skipif(not DURABLE, reason="Airflow < 3.3: no durable submit, no identity carried")
+
+SCANNED = [c for c in SYSTEMS if catalogue.LOOKUPS[c.external_id_key].implemented]
+NOT_SCANNED = [c for c in SYSTEMS if not catalogue.LOOKUPS[c.external_id_key].implemented]
+#: Every task-instance state in which a try will (again) wait on or look up the task's jobs.
+WAITING = ("running", "deferred", "queued", "up_for_retry", "restarting", "scheduled", None)
+#: The request each system's listing makes (the list call the catalogue names).
+LIST_REQUEST = re.compile(
+    r"runs/list|/projects/[^/]+/jobs/?(\?|$)|/accounts/[^/]+/runs/?(\?|$)|ListStatements|ListSteps|ListJobRuns"
+    r"|ListJobs|DescribeJobQueues",
+    re.M,
+)
+
+
+def _param(case: SystemCase) -> Any:
+    reason = case.upstream_broken()
+    return pytest.param(case, id=case.id, marks=pytest.mark.skipif(reason is not None, reason=reason or ""))
+
+
+@pytest.fixture(params=[_param(c) for c in SCANNED])
+def case(request: pytest.FixtureRequest) -> SystemCase:
+    return request.param
+
+
+@pytest.fixture
+def emulator(case: SystemCase, request: pytest.FixtureRequest) -> Any:
+    return request.getfixturevalue(case.emulator_fixture)
+
+
+@pytest.fixture
+def airflow() -> Iterator[AirflowStub]:
+    yield from serve()
+
+
+@pytest.fixture(autouse=True)
+def _airflow_answers_task_states() -> Iterator[None]:
+    from tests.harness import answering_task_states
+
+    with answering_task_states():
+        yield
+
+
+class Running:
+    """A job the real operator submitted and whose try died: the job runs on (the last state is sticky)."""
+
+    def __init__(self, case: SystemCase, emulator: Any) -> None:
+        emulator.lifecycle = [case.initial, case.running]
+        self.runner: TaskRunner = runner_for(case, emulator, False)
+        self.runner.store.crash_when(record_state("submitted"), before=False)
+        assert self.runner.run_try().state == "crashed"
+        (self.job,) = job_ids(case, emulator)
+        self.case, self.emulator = case, emulator
+        self.record = parse_record(case.external_id_key, self.runner.store.data[case.external_id_key])
+        ti = self.runner.ti
+        self.ti_key = (ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
+        self.identity = task_identity(*self.ti_key)
+        scan = scan_of(self.record.system, self.record.locator)
+        assert scan is not None, self.record.locator
+        self.scan: Scan = scan
+
+    @property
+    def state(self) -> str:
+        return str(self.emulator.run(self.job).state)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.state == self.case.cancelled
+
+    def add_ti(self, airflow: AirflowStub, state: str | None, with_record: bool = False) -> None:
+        raw = self.runner.store.data[self.case.external_id_key]
+        airflow.add_ti(
+            *self.ti_key[:3],
+            state=state,
+            map_index=self.ti_key[3],
+            operator=type(self.runner.last_operator).__name__,
+            record=(self.case.external_id_key, raw) if with_record else None,
+        )
+
+
+def _find(airflow: AirflowStub, **kwargs: Any) -> tuple[list[Any], ScanReport]:
+    report = ScanReport()
+    with AirflowApi(airflow.url) as api:
+        _, orphans = find_orphans(api, report=report, **kwargs)
+    return orphans, report
+
+
+def _cancel(airflow: AirflowStub, orphans: list[Any]) -> list[Any]:
+    with AirflowApi(airflow.url) as api:
+        return cancel_orphans(api, orphans)
+
+
+def _system_rows(orphans: list[Any]) -> list[Any]:
+    return [o for o in orphans if o.source == "system"]
+
+
+# --------------------------------------------------------------------------- found, cancelled
+def test_a_deleted_runs_job_is_found_with_an_empty_cache_and_cancelled(case, emulator, airflow):
+    """The DAG run was deleted before ``jobs`` ever ran: no record, no task instance, no cache. A cold start
+    names the place (``--scan``); the job is found by the identity it carries, and ``--cancel`` ends it."""
+    job = Running(case, emulator)
+    orphans, report = _find(airflow, scans=[job.scan])
+    assert report.errors == [] and report.scanned == [job.scan.where]
+    (row,) = orphans
+    assert row.source == "system" and row.identity == job.identity and row.found_in == job.scan.where
+    assert row.external_id == job.record.external_id
+    assert row.dag_id == "" and "DAG run or task instance was deleted" in (row.orphan or "")
+    assert row.live is not None and row.live.active
+    assert not job.cancelled
+    (outcome,) = _cancel(airflow, orphans)
+    assert outcome.cancelled, outcome.message
+    assert job.cancelled, job.state
+    assert _find(airflow, scans=[job.scan])[0] == []  # ended: no orphan any more
+
+
+def test_the_places_other_records_name_are_listed_without_being_asked(case, emulator, airflow):
+    """No ``--scan``: another task's record names the same connection (and cluster, queue...); that is
+    enough to find the deleted run's job."""
+    job = Running(case, emulator)
+    other = {**job.runner.store.data[case.external_id_key], "state": "done", "external_id": case.foreign_id}
+    airflow.add_ti("another_dag", "manual__1", "other", "success", record=(case.external_id_key, other))
+    (row,) = _find(airflow)[0]
+    assert row.source == "system" and row.external_id == job.record.external_id
+    # --no-scan: the records and the cache only, as before.
+    assert _find(airflow, scan_records=False)[0] == []
+
+
+def test_a_job_whose_task_instance_waits_is_never_reported(case, emulator, airflow):
+    """Airflow 3.4's clear discards the record; the task instance is running, deferred, queued, up for a
+    retry... Its own try looks its jobs up and ends or adopts this one: ``orphans`` leaves it alone."""
+    job = Running(case, emulator)
+    for state in WAITING:
+        airflow.tis.clear()
+        job.add_ti(airflow, state)
+        orphans, report = _find(airflow, scans=[job.scan])
+        assert orphans == [] and report.unnamed == 1, (state, orphans)
+    assert not job.cancelled
+
+
+def test_an_ended_task_instances_unrecorded_job_is_cancelled_only_while_it_stays_ended(
+    case, emulator, airflow
+):
+    """The task failed, its record is gone (or never named this job): an orphan. The task instance is read
+    again right before the cancel: cleared in between, it is left to its new try."""
+    job = Running(case, emulator)
+    job.add_ti(airflow, "failed")
+    (row,) = _find(airflow, scans=[job.scan])[0]
+    assert (row.dag_id, row.run_id, row.task_id) == job.ti_key[:3]
+    assert row.orphan == "task instance failed, and no record names the job"
+    airflow.tis[job.ti_key]["state"] = "queued"  # a user cleared it meanwhile
+    (kept,) = _cancel(airflow, [row])
+    assert not kept.cancelled and "queued" in kept.message and not job.cancelled
+    airflow.tis[job.ti_key]["state"] = "failed"
+    (done,) = _cancel(airflow, [row])
+    assert done.cancelled and job.cancelled
+
+
+def test_a_job_a_record_names_is_judged_by_the_record_once(case, emulator, airflow):
+    job = Running(case, emulator)
+    job.add_ti(airflow, "failed", with_record=True)
+    orphans, report = _find(airflow, scans=[job.scan])
+    (row,) = orphans
+    assert row.source == "record" and row.orphan == "task instance failed"
+    assert report.listed == 1 and report.unnamed == 0
+
+
+def test_an_unclaimed_job_of_another_dag_is_left_out_of_a_dag_scoped_look(case, emulator, airflow):
+    """``--dag``: a job no task instance claims may be any DAG's: not reported (nor cancelled) there."""
+    job = Running(case, emulator)
+    assert _find(airflow, dag_id="some_dag", scans=[job.scan])[0] == []
+
+
+def test_an_unclaimed_job_is_not_cancelled_once_a_task_instance_claims_it(case, emulator, airflow):
+    """A task instance with its identity appeared between the look and the cancel (a run created again
+    with the same run_id): its try looks the job up, ``--cancel`` leaves it."""
+    job = Running(case, emulator)
+    (row,) = _find(airflow, scans=[job.scan])[0]
+    job.add_ti(airflow, "running")
+    (kept,) = _cancel(airflow, [row])
+    assert not kept.cancelled and "identity exists now" in kept.message and not job.cancelled
+
+
+# --------------------------------------------------------------------------- lag, failures
+def test_a_lagging_list_shows_the_job_once_its_lag_has_passed(case, emulator, airflow):
+    job = Running(case, emulator)
+    emulator.list_lag_seconds = 60.0
+    orphans, report = _find(airflow, scans=[job.scan])
+    assert orphans == [] and report.listed == 0 and report.errors == []
+    emulator.backdate(job.job, 61)
+    (row,) = _find(airflow, scans=[job.scan])[0]
+    assert row.external_id == job.record.external_id
+
+
+def test_a_failed_list_call_is_an_error_that_names_it_and_finds_nothing(case, emulator, airflow):
+    job = Running(case, emulator)
+    fault = emulator.faults.add(status=403, times=None, predicate=_is_list_request)
+    orphans, report = _find(airflow, scans=[job.scan])
+    fault.remove()
+    assert orphans == []
+    (message,) = report.errors
+    lookup = catalogue.LOOKUPS[case.external_id_key]
+    call = re.search(r"`([^`]+)`", lookup.list_call)
+    assert call is not None and call.group(1) in message and job.scan.where in message, message
+    assert message.startswith("could not list ")
+    assert not job.cancelled and fault.hits >= 1
+
+
+def _is_list_request(request: Any) -> bool:
+    target = f"{request.path}\n{getattr(request, 'path_params', {}).get('operation', '')}"
+    return request.method in ("GET", "POST") and bool(LIST_REQUEST.search(target))
+
+
+# --------------------------------------------------------------------------- systems without a lookup
+@pytest.mark.parametrize("case", [_param(c) for c in NOT_SCANNED])
+def test_a_system_without_a_lookup_is_reported_as_not_scannable(case: SystemCase) -> None:
+    reason = catalogue.LOOKUPS[case.external_id_key].reason
+    system = next(o.system for o in catalogue.OPERATORS if o.key == case.external_id_key)
+    durable = next(o.durable_class for o in catalogue.OPERATORS if o.key == case.external_id_key)
+    if all(not o.lookup.implemented for o in catalogue.operators_of(system)):
+        with pytest.raises(ValueError, match="cannot be listed") as raised:
+            parse_scan(system)
+        assert reason in str(raised.value)
+    from airflow_durable.jobs.collect import ScanReport as Report
+    from airflow_durable.jobs.collect import _row, scans_for
+
+    ti = {"dag_id": "d", "dag_run_id": "r", "task_id": "t", "map_index": -1, "state": "failed"}
+    value = {
+        "schema": "airflow-durable/2",
+        "system": system,
+        "generation": 1,
+        "token": "afd-" + "1" * 40 + "-g1",
+        "state": "submitted",
+        "external_id": 1,
+        "locator": {},
+    }
+    report = Report()
+    scans_for([_row(ti, case.external_id_key, value, "http://airflow")], [], report)
+    (note,) = [n for n in report.not_scannable if durable in n]
+    assert reason in note
+
+
+# --------------------------------------------------------------------------- --scan syntax
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("databricks", {"databricks_conn_id": "databricks_default"}),
+        ("databricks:dbx_prod", {"databricks_conn_id": "dbx_prod"}),
+        ("batch:aws_eu:region_name=eu-west-1", {"aws_conn_id": "aws_eu", "region_name": "eu-west-1"}),
+        (
+            "batch::region_name=eu-west-1,job_queue=q1",
+            {"aws_conn_id": "aws_default", "region_name": "eu-west-1", "job_queue": "q1"},
+        ),
+        ("emr-steps:aws_default:job_flow_id=j-1ABC", {"aws_conn_id": "aws_default", "job_flow_id": "j-1ABC"}),
+        (
+            "bigquery:gcp:project_id=p,location=EU",
+            {"gcp_conn_id": "gcp", "project_id": "p", "location": "EU"},
+        ),
+    ],
+)
+def test_scan_syntax(text: str, expected: dict[str, str]) -> None:
+    scan = parse_scan(text)
+    assert scan.locator == expected
+    assert parse_scan(scan.where) == scan
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nope", "unknown system 'nope'"),
+        ("snowflake", "cannot be listed"),
+        ("emr-steps:aws_default", "needs job_flow_id"),
+        ("databricks:x:region_name=eu", "takes no field 'region_name'"),
+        ("batch:aws_default:region_name", "expected FIELD=VALUE"),
+    ],
+)
+def test_scan_syntax_errors_say_what_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_scan(text)
+
+
+# --------------------------------------------------------------------------- the command
+def _cli(*args: str, env: dict[str, str]) -> Any:
+    from tests.test_cli_conventions import invoke
+
+    return invoke(*args, env=env)
+
+
+@pytest.fixture
+def cache_home(tmp_path: Any) -> dict[str, str]:
+    return {"XDG_CACHE_HOME": str(tmp_path / "cache"), "AIRFLOW_DURABLE_API_URL": ""}
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id.startswith("databricks")][:1])
+def test_the_command_finds_and_cancels_a_deleted_runs_job(case, emulator, airflow, cache_home):
+    job = Running(case, emulator)
+    args = ("orphans", "--url", airflow.url, "--no-cache", "--scan", job.scan.where)
+    found = _cli(*args, "--format", "json", "-q", env=cache_home)
+    assert found.exit_code == 1, found.output
+    document = json.loads(found.stdout)
+    (orphan,) = document["orphans"]
+    assert orphan["identity"] == job.identity and orphan["found_in"] == job.scan.where
+    assert document["scans"]["scanned"] == [job.scan.where] and document["scans"]["errors"] == []
+    text = _cli(*args, env={**cache_home, "COLUMNS": "250"})
+    assert text.exit_code == 1 and "1 orphan job(s)" in text.stdout and job.scan.where in text.stdout
+    done = _cli(*args, "--cancel", "--yes", env={**cache_home, "COLUMNS": "250"})
+    assert done.exit_code == 0, done.output
+    assert "cancelled databricks" in done.stdout and job.identity in done.stdout
+    assert job.cancelled
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id.startswith("databricks")][:1])
+def test_the_command_exits_2_and_cancels_nothing_when_a_list_call_fails(case, emulator, airflow, cache_home):
+    job = Running(case, emulator)
+    job.add_ti(airflow, "failed", with_record=True)  # an orphan the record names, cancellable on its own
+    fault = emulator.faults.add(status=403, times=None, predicate=_is_list_request)
+    result = _cli("orphans", "--url", airflow.url, "--no-cache", "--cancel", "--yes", env=cache_home)
+    # --system leaves the other systems' places unlisted: nothing failed there.
+    other = _cli("orphans", "--url", airflow.url, "--no-cache", "--system", "bigquery", env=cache_home)
+    fault.remove()
+    assert other.exit_code == 0 and "could not list" not in other.stderr, other.output
+    assert result.exit_code == 2, result.output
+    assert (
+        "could not list Databricks jobs at databricks:databricks_default (GET jobs/runs/list" in result.stderr
+    )
+    assert "nothing cancelled" in result.stderr
+    assert not job.cancelled
+
+
+# --------------------------------------------------------------------------- the page
+@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id.startswith("databricks")][:1])
+def test_the_page_shows_a_job_found_on_its_system_with_where(case, emulator, airflow):
+    """The "Durable jobs" page's table (its HTML, as the app renders it): the job no task instance claims
+    shows the identity it carries and where it was found; its cancel button only for a user who may edit
+    every DAG's task instances; a failed listing is shown, never hidden."""
+    pytest.importorskip("fastapi")
+    from airflow_durable.plugins.app import _render
+
+    job = Running(case, emulator)
+    orphans, report = _find(airflow, scans=[job.scan])
+    html = _render([], orphans, {"": True}, None, report)
+    assert html.count("<tr class='orphan'") == 1 and job.identity in html
+    assert f"found on {job.scan.where}" in html and "Cancel job</button>" in html
+    assert f"Systems listed for the jobs they carry: <span class='state'>{job.scan.where}</span>" in html
+    assert "Cancel job</button>" not in _render([], orphans, {"": False}, None, report)
+    report.errors.append("could not list Databricks jobs at databricks:x (GET jobs/runs/list): 403")
+    assert "scan-error'>could not list Databricks jobs" in _render([], [], {}, None, report)
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id.startswith("databricks")][:1])
+def test_the_reaper_cancels_nothing_when_a_list_call_fails(case, emulator, airflow):
+    """The reaper lists the systems at the places the records name, as ``orphans`` does: one failed list
+    call fails its run before any cancel, even of an orphan the record names (as ``orphans --cancel``)."""
+    from airflow_durable.reaper import ReaperError, reap
+
+    job = Running(case, emulator)
+    job.add_ti(airflow, "failed", with_record=True)
+    fault = emulator.faults.add(status=403, times=None, predicate=_is_list_request)
+    with AirflowApi(airflow.url) as api, pytest.raises(ReaperError, match="could not list") as raised:
+        reap(api)
+    fault.remove()
+    assert "nothing cancelled" in str(raised.value)
+    assert not job.cancelled
+    with AirflowApi(airflow.url) as api:
+        report = reap(api)
+    assert job.cancelled, report
