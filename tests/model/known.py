@@ -132,6 +132,11 @@ REAPER: dict[str, str] = {
         "the old run's (make explore, Batch: deferred, the run deleted, its triggerer killed, the run "
         "triggered again, its first try fails after its id write)"
     ),
+    "3:record-kept-unnamed-by-clear-discarding-state-*": (
+        f"{_REAPER}: Airflow 3.4's default clear deleted the record while its job ran and its try was "
+        "killed; then the run was deleted and triggered again, and the re-created run's first try (no "
+        "evidence, no lookup) wrote its own record, which every later try follows (make explore, Batch)"
+    ),
     "3:unnamed-by-clear-discarding-state-*": (
         f"{_REAPER}: Airflow 3.4's default clear deleted the record while its job ran, and the task instance "
         "ended before a try looked it up (marked, its try already decided, its run deleted), or the try that "
