@@ -66,11 +66,9 @@ KNOWN_VIOLATIONS: dict[str, str] = {
         "success; clean_unused_triggers; triggerer_sync (on_kill)"
     ),
     "3:*never-recorded-duplicate-*": (
-        "engine, open: the same convergence. (a) The lost answer's job after the retry reconnected (above). "
-        "(b) The converging lookup found both jobs and the try adopted the earliest, then its id write "
-        "failed (the run was deleted: 404): _cancel_unrecorded cancels the adopted job, but the duplicate "
-        "is cancelled only after a successful write (_cancel_duplicates), so it runs on though this try "
-        "created it and nothing else tracks it"
+        "engine, open: the same convergence: the lost answer's job after the retry reconnected (above). "
+        "(Its twin, a duplicate left when the id write after the converging lookup failed, is fixed: "
+        "test_logical_job_edges.py::test_a_failed_id_write_after_a_resend_cancels_the_duplicate_too)"
     ),
 }
 
