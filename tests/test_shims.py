@@ -152,6 +152,9 @@ def test_3_4s_clear_is_told_by_a_clear_task_instances_parameter_too(monkeypatch)
     assert shims.clear_discards_task_state() is True
 
 
+@pytest.mark.skipif(
+    not shims.DURABLE_RUNTIME, reason="the runtime tier's 3.4 patch is for its Airflow 3.3 deployments"
+)
 def test_the_runtime_tiers_patch_makes_a_deployment_clear_as_3_4():
     """``tests/e2e_runtime/airflow34``: on a component's PYTHONPATH, Airflow's clear body gains 3.4's field
     once Airflow imports it (the api-server then accepts it) and the shim sees 3.4; nothing else runs."""
