@@ -1659,6 +1659,13 @@ class World:
                     # Airflow 3.4's clear deleted the record first: a newer try's start (its XCom clear)
                     # no longer means the record keeps the job for it.
                     situation += "-after-clear-discarding-state"
+                elif any(
+                    instance.lj < x.number < marked[0].number and x.cause.startswith("clear")
+                    for x in self.ljs
+                ):
+                    # Cleared first (the record kept): the new try's start took the trigger's note, so
+                    # Airflow's "ended" cannot be told to be about the trigger's own try.
+                    situation = "clear-then-mark-deferred"
                 self.violate(
                     "5",
                     f"{situation}-trigger-left-job",
