@@ -7,16 +7,22 @@ so a test never mistakes a refused action for one that happened.
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
+import os
+import shutil
 import sys
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 from airflow_durable.demo.deployment import Deployment
+from airflow_durable.testing.databricks import DatabricksEmulator
 
 __all__ = [
     "ApiError",
@@ -153,3 +159,31 @@ def named_for(run_name: Any, dag_id: str) -> bool:
     """Whether a Databricks run name is the one a test DAG's task gives: its DAG id, before the identity
     marker ``[afd-ti-…]`` a durable submit may append."""
     return str(run_name or "").partition(" [afd-ti-")[0] == dag_id
+
+
+@contextlib.contextmanager
+def installed_databricks_emulator() -> Iterator[DatabricksEmulator]:
+    """A Databricks emulator whose runs stay RUNNING (the test ends them), its connection in this process's
+    environment before the components start (they inherit it), and the environment restored after."""
+    previous = os.environ.get("AIRFLOW_CONN_DATABRICKS_DEFAULT")
+    dbx = DatabricksEmulator(lifecycle=["PENDING", "RUNNING"]).start()  # RUNNING is sticky
+    name = dbx.install_connection()
+    try:
+        yield dbx
+    finally:
+        dbx.stop()
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
+def chosen_database(variable: str) -> str:
+    """The database a real-deployment module runs on: ``variable`` if set, else PostgreSQL where its
+    binaries are installed, else SQLite."""
+    chosen = os.environ.get(variable, "")
+    if chosen:
+        if chosen not in ("sqlite", "postgres"):
+            raise ValueError(f"{variable} must be 'sqlite' or 'postgres', not {chosen!r}")
+        return chosen
+    return "postgres" if glob.glob("/usr/lib/postgresql/*/bin/initdb") or shutil.which("initdb") else "sqlite"

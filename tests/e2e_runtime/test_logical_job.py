@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import glob
 import json
 import os
 import re
@@ -140,16 +139,7 @@ BASE_ENV = {
 SQLITE_ENV = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "tests.e2e_runtime.actions.SQLITE_CONNECT_ARGS"}
 
 
-def _database() -> str:
-    chosen = os.environ.get("AFD_LJ_DATABASE", "")
-    if chosen:
-        if chosen not in ("sqlite", "postgres"):
-            raise ValueError(f"AFD_LJ_DATABASE must be 'sqlite' or 'postgres', not {chosen!r}")
-        return chosen
-    return "postgres" if glob.glob("/usr/lib/postgresql/*/bin/initdb") or shutil.which("initdb") else "sqlite"
-
-
-DATABASE = _database()
+DATABASE = actions.chosen_database("AFD_LJ_DATABASE")
 MAIN_ENV = {**BASE_ENV, "AFD_LJ_DAGS": ",".join(MAIN_DAGS)}
 REUSE_ENV = {**BASE_ENV, "AFD_LJ_DAGS": ",".join((*REUSE_DAGS, *MARK_DAGS))}
 SECOND_ENV = {
@@ -993,21 +983,6 @@ def _component_lines(dep: Deployment, dag_id: str, limit: int = 60) -> list[str]
     return lines[-limit:]
 
 
-@contextlib.contextmanager
-def _emulator() -> Iterator[DatabricksEmulator]:
-    previous = os.environ.get("AIRFLOW_CONN_DATABRICKS_DEFAULT")
-    dbx = DatabricksEmulator(lifecycle=["PENDING", "RUNNING"]).start()  # RUNNING is sticky
-    name = dbx.install_connection()  # before the components start: they inherit it
-    try:
-        yield dbx
-    finally:
-        dbx.stop()
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
-
-
 def _deploy(env: dict[str, str], extra_files: dict[str, str], database: str = DATABASE) -> Deployment:
     env = {**env, **(SQLITE_ENV if database == "sqlite" else {})}
     dep = Deployment(extra_env=env, home_prefix="afd-lj-home-", database=database)
@@ -1035,7 +1010,7 @@ def _start(dep: Deployment, dag_ids: tuple[str, ...], timeout: float = 180) -> N
 
 def run_main_deployment() -> dict[str, Any]:
     started = time.monotonic()
-    with _emulator() as dbx:
+    with actions.installed_databricks_emulator() as dbx:
         dep = _deploy(
             MAIN_ENV,
             {
@@ -1077,7 +1052,7 @@ def run_main_deployment() -> dict[str, Any]:
 
 def run_second_deployment() -> dict[str, Any]:
     started = time.monotonic()
-    with _emulator() as dbx:
+    with actions.installed_databricks_emulator() as dbx:
         dep = _deploy(SECOND_ENV, {})
         try:
             _start(dep, SECOND_DAGS)
@@ -1115,7 +1090,7 @@ def run_reuse_deployment() -> dict[str, Any]:
     """Issue 22 (A): SQLite, one triggerer; the repetitions one after the other (a forced one stalls the
     triggerer, which would stall the others' triggers too)."""
     started = time.monotonic()
-    with _emulator() as dbx:
+    with actions.installed_databricks_emulator() as dbx:
         dep = _deploy(REUSE_ENV, {}, database="sqlite")
         results: dict[str, Any] = {}
         timings: dict[str, list[int]] = {}

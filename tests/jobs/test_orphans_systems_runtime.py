@@ -33,6 +33,7 @@ from airflow_durable.demo.deployment import Deployment, DeploymentError  # noqa:
 from airflow_durable.identity_tags import task_identity  # noqa: E402
 from airflow_durable.jobs.api import AirflowApi  # noqa: E402
 from airflow_durable.testing.databricks import DatabricksEmulator  # noqa: E402
+from tests.e2e_runtime import actions  # noqa: E402
 
 pytestmark = [
     pytest.mark.runtime,
@@ -53,17 +54,8 @@ BUDGET = 300.0
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[DatabricksEmulator]:
-    previous = os.environ.get("AIRFLOW_CONN_DATABRICKS_DEFAULT")
-    dbx = DatabricksEmulator(lifecycle=["PENDING", "RUNNING"]).start()  # RUNNING is sticky
-    name = dbx.install_connection()
-    try:
+    with actions.installed_databricks_emulator() as dbx:
         yield dbx
-    finally:
-        dbx.stop()
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,7 @@ Everything is one test so that pytest-xdist can never split it over two deployme
 
 from __future__ import annotations
 
-import glob
 import json
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -44,6 +41,7 @@ if not shims.DURABLE_RUNTIME:
 from airflow_durable.demo.deployment import Deployment, DeploymentError  # noqa: E402
 from airflow_durable.jobs.api import AirflowApi  # noqa: E402
 from airflow_durable.testing.databricks import DatabricksEmulator  # noqa: E402
+from tests.e2e_runtime import actions  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 
@@ -60,33 +58,17 @@ MARK_TO_CANCEL_LIMIT = 240.0
 WAIT = 300.0
 
 
-def _database() -> str:
-    chosen = os.environ.get("AFD_REAPER_DATABASE", "")
-    if chosen:
-        return chosen
-    return "postgres" if glob.glob("/usr/lib/postgresql/*/bin/initdb") or shutil.which("initdb") else "sqlite"
-
-
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[DatabricksEmulator]:
-    previous = os.environ.get("AIRFLOW_CONN_DATABRICKS_DEFAULT")
-    dbx = DatabricksEmulator(lifecycle=["PENDING", "RUNNING"]).start()  # RUNNING is sticky
-    name = dbx.install_connection()  # before the components start: they inherit it
-    try:
+    with actions.installed_databricks_emulator() as dbx:
         yield dbx
-    finally:
-        dbx.stop()
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
 
 
 @pytest.fixture(scope="module")
 def deployment(emulator: DatabricksEmulator) -> Iterator[Deployment]:
     dep = Deployment(
         dags_folder=DAGS,
-        database=_database(),
+        database=actions.chosen_database("AFD_REAPER_DATABASE"),
         home_prefix="afd-reaper-home-",
         extra_env={
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
