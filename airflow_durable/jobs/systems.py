@@ -576,62 +576,62 @@ def _emr_steps_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
         raise _Truncated(truncated)
 
 
+def _aws_pages(
+    call: Callable[..., dict[str, Any]], kwargs: dict[str, Any], items: str, limit: int
+) -> Iterator[dict[str, Any]]:
+    """Every item of an AWS list call paged by ``nextToken``; `_Truncated` once ``limit`` items were read
+    and more pages remain."""
+    read = 0
+    while True:
+        page = call(**kwargs)
+        for item in page.get(items, []):
+            read += 1
+            yield item
+        if not page.get("nextToken"):
+            return
+        if read >= limit:
+            raise _Truncated(read)
+        kwargs["nextToken"] = page["nextToken"]
+
+
 def _serverless_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
     conn = _serverless_hook(locator).conn
     active = _operator_class("airflow_durable.emr_serverless_start_job").durable_active_statuses
     # Active states matched client-side: one request lists them all (the ``states`` filter is applied
     # here as the service would, so a list that serves it and one that does not answer alike).
     kwargs: dict[str, Any] = {"applicationId": locator["application_id"], "maxResults": 50}
-    read = 0
-    while True:
-        page = conn.list_job_runs(**kwargs)
-        for run in page.get("jobRuns", []):
-            read += 1
-            if str(run.get("state")) not in active:
-                continue
-            # The identity ends the job run's name; the token travels in its tags only (not listed).
-            for identity in sorted(identities_in(run.get("name")))[:1]:
-                yield ListedJob(
-                    "emr-serverless",
-                    locator,
-                    run["id"],
-                    identity,
-                    None,
-                    str(run.get("state")),
-                    _iso(run.get("createdAt")),
-                )
-        if not page.get("nextToken"):
-            return
-        if read >= limit:
-            raise _Truncated(read)
-        kwargs["nextToken"] = page["nextToken"]
+    for run in _aws_pages(conn.list_job_runs, kwargs, "jobRuns", limit):
+        if str(run.get("state")) not in active:
+            continue
+        # The identity ends the job run's name; the token travels in its tags only (not listed).
+        for identity in sorted(identities_in(run.get("name")))[:1]:
+            yield ListedJob(
+                "emr-serverless",
+                locator,
+                run["id"],
+                identity,
+                None,
+                str(run.get("state")),
+                _iso(run.get("createdAt")),
+            )
 
 
 def _container_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
     conn = _container_hook(locator).conn
     active = _operator_class("airflow_durable.emr_container").durable_active_statuses
     kwargs: dict[str, Any] = {"virtualClusterId": locator["virtual_cluster_id"]}
-    read = 0
-    while True:
-        page = conn.list_job_runs(**kwargs)
-        for run in page.get("jobRuns", []):
-            read += 1
-            tags = run.get("tags") or {}
-            if tags.get(IDENTITY_TAG) and str(run.get("state")) in active:
-                yield ListedJob(
-                    "emr-eks",
-                    locator,
-                    run["id"],
-                    str(tags[IDENTITY_TAG]),
-                    tags.get(TOKEN_TAG),
-                    str(run.get("state")),
-                    _iso(run.get("createdAt")),
-                )
-        if not page.get("nextToken"):
-            return
-        if read >= limit:
-            raise _Truncated(read)
-        kwargs["nextToken"] = page["nextToken"]
+    for run in _aws_pages(conn.list_job_runs, kwargs, "jobRuns", limit):
+        tags = run.get("tags") or {}
+        if tags.get(IDENTITY_TAG) and str(run.get("state")) in active:
+            yield ListedJob(
+                "emr-eks",
+                locator,
+                run["id"],
+                str(tags[IDENTITY_TAG]),
+                tags.get(TOKEN_TAG),
+                str(run.get("state")),
+                _iso(run.get("createdAt")),
+            )
 
 
 def _batch_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
