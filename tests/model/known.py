@@ -130,6 +130,18 @@ REAPER: dict[str, str] = {
         "the old run's (make explore, Batch: deferred, the run deleted, its triggerer killed, the run "
         "triggered again, its first try fails after its id write)"
     ),
+    "3:record-kept-unnamed-by-retention-*": (
+        f"{_REAPER}: the record was deleted by retention while its job ran and nothing held the job any more "
+        "(its trigger's triggerer killed, its try ended); then the run was deleted and triggered again, and "
+        "the re-created run's first try (no evidence, no lookup) wrote its own record, which every later try "
+        "follows (make explore, EMR steps: deferred, retention, triggerer killed, run deleted and "
+        "re-created, its first try fails after its id write). Without the re-created run the next try finds "
+        "no record "
+        "and a clear or retry as evidence, and looks the job up"
+    ),
+    "3:record-kept-unnamed-by-storage-tab-*": (
+        f"{_REAPER}: the same with the record deleted in the UI's Storage tab"
+    ),
     "3:record-kept-unnamed-by-clear-discarding-state-*": (
         f"{_REAPER}: Airflow 3.4's default clear deleted the record while its job ran and its try was "
         "killed; then the run was deleted and triggered again, and the re-created run's first try (no "

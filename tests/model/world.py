@@ -1239,6 +1239,10 @@ class World:
                     # The try that decides next finds it by the task instance's identity (or its token).
                     job.awaited_by = self._awaited
                     continue
+                if missed:
+                    # No try to come finds it now (e.g. a clear set max_tries = try_number + retries and
+                    # took away the evidence of an earlier lifetime): one expected before is no longer.
+                    job.awaited_by = None
                 if not missed and job.awaited_by is not None and self._decided(job.awaited_by):
                     missed = "missed-by-lookup"  # the try expected to find it decided without naming it
                 situation = (f"{missed}-" if missed else "") + self._untracked_situation(job)
