@@ -270,6 +270,8 @@ class DurableJobEngine:
         #: The job this try holds, and how it came to hold it (what its on_kill may cancel).
         self._durable_external_id: Any = None
         self._durable_origin: Origin = Origin.TRACKED
+        #: Other jobs carrying this try's token (a resend's), not cancelled yet: its on_kill ends them too.
+        self._durable_duplicates: tuple[Any, ...] = ()
         #: The token of the intent this try wrote or resumed, and whether its id write went through.
         self._durable_intent_token: str | None = None
         self._durable_recorded = False
@@ -492,6 +494,11 @@ class DurableJobEngine:
             self.log.info("task %s: cancelling job %s on kill: %s", self.task_id, external_id, verdict.reason)
         else:
             self.log.info("task %s: cancelling job %s on kill", self.task_id, external_id)
+        # The main thread may not live to cancel its duplicates (the supervisor's SIGKILL follows).
+        for duplicate in self._durable_duplicates:
+            self._cancel_quietly(
+                duplicate, f"another job with this try's token, {external_id!r}, is ended on kill"
+            )
         # The record stays, so a retry sees "cancelled" and submits fresh.
         self.durable_cancel(external_id)
 
@@ -1237,6 +1244,7 @@ class DurableJobEngine:
                         gen.token.text,
                         earliest,
                     )
+        self._durable_duplicates = tuple(duplicates)
         job = self._durable_external_id
         if gen.resumed:
             # The resent token may hand back a job that already ended (e.g. cancelled because its id could
@@ -1276,9 +1284,12 @@ class DurableJobEngine:
             # No record names this try's duplicates either: they go the way of the job it holds.
             for duplicate in duplicates:
                 self._cancel_unrecorded(duplicate, err)
+            self._durable_duplicates = ()
             raise
         self.log.info("task %s: submitted job %s", self.task_id, job)
-        return self._cancel_duplicates(store, submitted, duplicates, own=submitted_id)
+        kept = self._cancel_duplicates(store, submitted, duplicates, own=submitted_id)
+        self._durable_duplicates = ()
+        return kept
 
     def _cancel_unrecorded(self, external_id: Any, err: Exception) -> None:
         """The id could not be stored: cancel the job if this try may (nobody else tracks it)."""

@@ -491,6 +491,104 @@ def clear_discarding_state_then_mark_before_the_lookup(world: World) -> str:
     return "5:mark-deferred-after-clear-discarding-state-trigger-left-job"
 
 
+def clear_takes_away_the_evidence_of_a_recreated_run(world: World) -> str:
+    """Model (make explore, EMR steps): try 1 defers (no triggerer has run its trigger yet); the user deletes
+    the run and triggers it again with
+    the DAG at retries=3, then edits it to retries=0: the re-created run's first try would show max_tries 3
+    > retries 0 and look up. A clear before it starts sets ``max_tries = try_number + retries`` = 0, so the
+    try shows no earlier lifetime and, by design, makes no lookup. The model kept expecting that lookup and
+    named the old run's job ``missed-by-lookup``; it is the reaper's (a re-created run's first try)."""
+    p1 = start(world)
+    until_exit(world, p1)  # deferred; no triggerer has loaded its trigger yet
+    old = job_of(world, p1)
+    act(world, "delete_run", "user deletes the DAG run", world.delete_run)
+    act(world, "edit_retries", "DAG edit: retries=3", lambda: world.edit_retries(3))
+    act(world, "create_run", "user triggers the run again (same run_id)", world.create_run)
+    act(world, "edit_retries", "DAG edit: retries=0", lambda: world.edit_retries(0))
+    act(
+        world,
+        "clear_discarding_state",
+        "user clears the task (none), Airflow 3.4's default: its state is discarded",
+        lambda: world.clear_discarding_state(reset_dag_run=False),
+    )
+    p2 = start(world)
+    until_waiting(world, p2)
+    assert world.active(old) and not world.named(old), world.log
+    return "3:unnamed-by-run-recreated-nobody-held-it"
+
+
+def mark_after_a_resend_made_a_duplicate(world: World) -> None:
+    """make explore, Batch (fixed): the service takes try 1's submission but its answer is lost; the try
+    resends its token (no idempotency key: a second job), finds both by the token and adopts the earliest.
+    The user marks the task success before the id write; the SIGTERM's on_kill cancelled the job the try
+    held but not the resend's, which only the main thread knew, and the supervisor's SIGKILL may come
+    before the main thread ends it. on_kill now ends the try's duplicates too. With an idempotency key
+    (Databricks) the resend hands back the same job."""
+    act(
+        world,
+        "service_fault",
+        "the service takes the next submission but its answer is lost",
+        lambda: world.service_fault("submit"),
+    )
+    p1 = start(world)
+    if world.case.id != "batch":  # an idempotency key: the resend hands the job back
+        run_until(
+            world,
+            lambda: p1.main,
+            lambda: bool(p1.created) and world.named(job_of(world, p1)),
+            "the id written",
+        )
+    else:
+        until_parked(world, p1, "store_set", after_jobs=2)  # the id write, after the converging lookup
+    act(world, "mark", "user marks the task success (running)", lambda: world.mark(af.SUCCESS))
+    act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
+    until_killer_done(world, p1)
+    assert all(not world.active(world.jobs[key]) for key in p1.created), world.log
+
+
+def _retry_after_a_resend_and_a_failed_job(world: World, failed: int) -> None:
+    """Batch: the service takes try 1's submission but its answer is lost; the try resends (a second job)
+    and dies before its id write; job ``failed`` (0: the earliest, 1: the resend's) fails. The retry finds
+    both by the token: it keeps the earliest while it runs, else submits the next generation, and in
+    either case leaves no other job with the token running."""
+    act(
+        world,
+        "service_fault",
+        "the service takes the next submission but its answer is lost",
+        lambda: world.service_fault("submit"),
+    )
+    p1 = start(world)
+    if world.case.id != "batch":  # an idempotency key: the resend hands the job back, one job
+        return
+    until_parked(world, p1, "store_set", after_jobs=2)
+    jobs = [world.jobs[key] for key in world.jobs if key in p1.created]  # in the order the service made them
+    act(
+        world,
+        "worker_dies",
+        f"SIGKILL {p1.name} and its node",
+        lambda: world.kill_process(p1, node_lost=True),
+    )
+    act(
+        world,
+        "job_ends",
+        f"job {jobs[failed].ledger_id} fails",
+        lambda: world.end_job(jobs[failed], "failed"),
+    )
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    p2 = start(world)
+    until_waiting(world, p2)
+    assert not world.active(jobs[1]), world.log
+    assert world.active(jobs[0]) == (failed == 1), world.log
+
+
+def retry_finds_the_resent_token_s_first_job_failed(world: World) -> None:
+    _retry_after_a_resend_and_a_failed_job(world, failed=0)
+
+
+def retry_finds_the_resent_token_s_second_job_failed(world: World) -> None:
+    _retry_after_a_resend_and_a_failed_job(world, failed=1)
+
+
 def mark_then_clear_before_sigterm(world: World) -> str | None:
     """N4: the user marks the running task success, then clears it before the try's next heartbeat; the
     SIGTERM's on_kill cannot read its record (its id is superseded). Airflow answers that the task has no
@@ -612,6 +710,22 @@ def deferral_timeout_then_retry(world: World) -> str | None:
 
 
 SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
+    "retry_finds_the_resent_token_s_first_job_failed": (
+        retry_finds_the_resent_token_s_first_job_failed,
+        {"deferrable": False, "retries": 1},
+    ),
+    "retry_finds_the_resent_token_s_second_job_failed": (
+        retry_finds_the_resent_token_s_second_job_failed,
+        {"deferrable": False, "retries": 1},
+    ),
+    "mark_after_a_resend_made_a_duplicate": (
+        mark_after_a_resend_made_a_duplicate,
+        {"deferrable": False, "retries": 0},
+    ),
+    "clear_takes_away_the_evidence_of_a_recreated_run": (
+        clear_takes_away_the_evidence_of_a_recreated_run,
+        {"deferrable": True, "retries": 0},
+    ),
     "deferral_timeout_then_retry": (deferral_timeout_then_retry, {"deferrable": True, "retries": 1}),
     "clear_of_deferred_reaches_new_deferral": (
         clear_of_deferred_reaches_new_deferral,
