@@ -1260,12 +1260,21 @@ class DurableJobEngine:
                     status,
                     generation,
                 )
+                # The token's other jobs (the resend's among them) must not run beside the next generation's:
+                # end them, and let the next intent keep any whose cancel failed.
+                left = [
+                    {"external_id": other, "token": gen.token.text, "why": "duplicate submission"}
+                    for other in duplicates
+                    if not self._cancel_quietly(
+                        other, f"token {gen.token.text} gives way to generation {generation}"
+                    )
+                ]
                 return _Generation(
                     Decision.TERMINAL_RESUBMIT,
                     me.token(generation, intent.salt or salt),
                     False,
                     replace(intent, state="submitted", external_id=job),
-                    gen.unended,
+                    (*gen.unended, *left),
                 )
         submitted = replace(
             intent,

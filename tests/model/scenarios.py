@@ -589,6 +589,40 @@ def retry_finds_the_resent_token_s_second_job_failed(world: World) -> None:
     _retry_after_a_resend_and_a_failed_job(world, failed=1)
 
 
+def retry_resends_into_a_lagging_list(world: World) -> None:
+    """Batch with an eventually consistent list (each job left out of its first list answer): try 1's
+    submission is taken but its answer lost, it resends (a second job) and dies before its lookup; the
+    first job fails. Try 2's lookup by the token sees nothing yet, so it resends (a third job); the
+    converging lookup after it shows the first two: the earliest has ended, so the try submits the next
+    generation, and must first end the token's other jobs (it used to drop them, running, named by
+    nothing)."""
+    act(
+        world,
+        "service_fault",
+        "the service takes the next submission but its answer is lost",
+        lambda: world.service_fault("submit"),
+    )
+    p1 = start(world)
+    if world.case.id != "batch":  # an idempotency key: the resend hands the job back, one job
+        return
+    world.emulator.list_lag_reads = 1
+    until_parked(world, p1, "xcom_set", after_jobs=2)  # before its converging lookup
+    jobs = [world.jobs[key] for key in world.jobs if key in p1.created]  # in the order the service made them
+    act(
+        world,
+        "worker_dies",
+        f"SIGKILL {p1.name} and its node",
+        lambda: world.kill_process(p1, node_lost=True),
+    )
+    act(world, "job_ends", f"job {jobs[0].ledger_id} fails", lambda: world.end_job(jobs[0], "failed"))
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    p2 = start(world)
+    until_waiting(world, p2)
+    # The resend's; the last one made is the next generation's.
+    others = [world.jobs[key] for key in world.jobs if key in p2.created][:-1]
+    assert not any(world.active(job) for job in (jobs[1], *others)), world.log
+
+
 def mark_then_clear_before_sigterm(world: World) -> str | None:
     """N4: the user marks the running task success, then clears it before the try's next heartbeat; the
     SIGTERM's on_kill cannot read its record (its id is superseded). Airflow answers that the task has no
@@ -716,6 +750,10 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     ),
     "retry_finds_the_resent_token_s_second_job_failed": (
         retry_finds_the_resent_token_s_second_job_failed,
+        {"deferrable": False, "retries": 1},
+    ),
+    "retry_resends_into_a_lagging_list": (
+        retry_resends_into_a_lagging_list,
         {"deferrable": False, "retries": 1},
     ),
     "mark_after_a_resend_made_a_duplicate": (

@@ -111,9 +111,10 @@ class EmulatorHost:
             for name in ("requests",):
                 if isinstance(getattr(emulator, name, None), list):
                     getattr(emulator, name).clear()
-            for name in ("_by_request_id", "_parents"):
+            for name in ("_by_request_id", "_parents", "_list_reads"):
                 if isinstance(getattr(emulator, name, None), dict):
                     getattr(emulator, name).clear()
+            emulator.list_lag_reads, emulator.list_lag_seconds = 0, 0.0  # a scenario may set a lag
         emulator.faults.clear()
         emulator.ledger.clear()
         emulator.server.log.clear()
