@@ -75,6 +75,13 @@ KNOWN_VIOLATIONS: dict[str, str] = {
 _REAPER = "ended by the opt-in reaper / orphans via the systems (issue 23 items 4, 5)"
 
 REAPER: dict[str, str] = {
+    "3:never-recorded-*-cancel-failed": (
+        f"{_REAPER}: a double fault: the try could not write its job's id (its task instance superseded by "
+        "a clear, or the store down) and the service refused every cancel of it (on_kill's and the main "
+        "thread's), and no try follows (the task was marked, or no retry is left). Nothing can record or "
+        "end the job from Airflow's side; it carries its task instance's identity (make explore, Batch: a "
+        "clear while running, the cancel failing, then a mark)"
+    ),
     "3:list-lags-*": (
         f"{_REAPER}: the system's list is eventually consistent (no system documents its lag: the "
         "catalogue's `consistency`), and a try's jobs were made inside the lag when it died: the lookup of "

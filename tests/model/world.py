@@ -1437,8 +1437,10 @@ class World:
             run = self.db.run
             # Its run was deleted (and maybe re-created) before the id was written: the record went with it.
             gone = creator is not None and (run is None or creator.incarnation != run.incarnation)
-            return f"never-recorded{duplicate}{'-answer-lost' if job.answer_lost else ''}-creator-{fate}" + (
-                "-run-deleted" if gone else ""
+            return (
+                f"never-recorded{duplicate}{'-answer-lost' if job.answer_lost else ''}-creator-{fate}"
+                + ("-run-deleted" if gone else "")
+                + ("-cancel-failed" if job.cancel_failed else "")  # its creator tried to end it: refused
             )
         situation = f"unnamed-by-{(job.unnamed_by or 'overwritten').replace(' ', '-')}"
         if job.unnamed_by in (None, "overwritten") and job.cancel_failed:
