@@ -973,10 +973,35 @@ class DurableJobEngine:
             [entry["external_id"] for entry in entries],
             " (cancel_on_kill=False: they are left running)" if not cancel else ", then ending them",
         )
-        self._write_record(
-            store, tracking, what="the older jobs found without a record (nothing was submitted)"
-        )
+        what = "the older jobs found without a record (nothing was submitted)"
+        try:
+            self._write_record(store, tracking, what=what)
+        except DurableStateError as first:
+            # Once more: a write whose failure was passing (a busy execution API) would otherwise end the
+            # try with the jobs it found still running, and with no retry left nothing finds them again.
+            self.log.warning("task %s: %s; writing it once more", self.task_id, first)
+            try:
+                self._write_record(store, tracking, what=what)
+            except DurableStateError as err:
+                raise self._found_jobs_unwritten(entries, err) from err
         return tracking
+
+    def _found_jobs_unwritten(self, entries: list[dict[str, Any]], err: Exception) -> DurableStateError:
+        """Both writes of the found jobs failed: the try neither ends them nor submits.
+
+        A write that fails twice is most often a try that is no longer current (a clear or a retry gave its
+        task instance a new id, which the store refuses): a newer try owns these jobs, and may be carrying
+        on with one of them. Ending them here could end that try's job, while leaving them loses nothing:
+        each carries its task instance's identity, and the next try (a retry, or the newer one) finds no
+        record either and looks them up again."""
+        ids = [entry["external_id"] for entry in entries]
+        return DurableStateError(
+            f"task {self.task_id}: older jobs of this task instance still run without a record: {ids}; "
+            f"writing them down failed twice (last: {err}). Neither ending them nor submitting: a try that "
+            "cannot write its task state cannot tell that it still owns them (a newer try may). They stay "
+            "findable by the task instance's identity: the next try looks them up again and ends them; "
+            "with no try to come, `airflow-durable orphans --scan` lists them."
+        )
 
     def _resolve_tokens(self, context: Context, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Older jobs the record knows only by their token (a submit interrupted, then cleared): look them up

@@ -18,9 +18,9 @@ Pure: the caller gathers the `Knowledge` (one store read, one state query at mos
 
 The deferrable path's kill has no store to read: a user who ends a deferred task reaches only its trigger
 (`airflow_durable.triggers.owned`), which asks Airflow what the task instance is now and which try that
-answer is about (`TryAnswer`), and applies `may_cancel_on_kill`: the same rule set (a newer try owns the
-job whatever its state; an ended or vanished task instance waits on nothing), by the try the answer is
-about.
+answer is about (`TryAnswer`), and applies `may_cancel_on_kill`: the same rule set (a newer try that may
+still run owns the job; an ended or vanished task instance waits on nothing, whichever try ended it), by
+the try the answer is about.
 """
 
 from __future__ import annotations
@@ -228,6 +228,9 @@ def may_cancel_on_kill(
     ``answer``: what Airflow says about the task instance *now*. Unlike `may_cancel`'s "not found",
     ``restarting`` keeps the job here: the trigger is not the try's process, and a try that runs (it
     resumed and was cleared) ends its job itself, through its own ``on_kill`` or its successor's new epoch.
+    An ended task instance (marked, skipped, …) cancels whichever try the answer is about: a newer try
+    that may still run (deferred, queued, running, up for retry, cleared) owns the job and is left to it,
+    but one that ended waits on nothing and may have been marked before it reached this job.
 
     ``clear_keeps``: this Airflow discards a task's state on a clear unless the user keeps it (3.4), so a
     clear no longer tells what becomes of the job: ``findable`` (a later try finds the system's jobs without
@@ -257,6 +260,18 @@ def may_cancel_on_kill(
                 "its DAG run was deleted and run again): no try will wait on the job"
             )
     known = my_try is not None and theirs is not None
+    if state in ENDED_STATES:
+        # Whichever try the answer is about, an ended task instance waits on no job (only a user's clear,
+        # a new logical job, runs a try again). A newer try that ended was marked, possibly before it
+        # reached this job at all: marked before its lookup after 3.4's clear discarded the record, or
+        # before it decided on 3.3; its own on_kill ends only what it holds, so this trigger ends its job.
+        if my_try is not None and theirs is not None and theirs > my_try:
+            return cancel(
+                f"the task instance is {state} (its newer try {theirs} ended; this trigger's try is "
+                f"{my_try}): a user ended it, nothing waits on the job"
+            )
+        about = f"try {my_try}" if known else "the task instance (which try is not known)"
+        return cancel(f"{about} is {state}: a user ended it, nothing waits on the job")
     cleared_states = (None, RESTARTING, "scheduled", "queued", "running")
     if clear_keeps and not findable and state in cleared_states:
         # Only a user's clear leaves these states on a kill (a trigger that fired is not killed): a new try
@@ -269,7 +284,7 @@ def may_cancel_on_kill(
         return Verdict(
             False,
             f"superseded: try {theirs} ({state}) is newer than this trigger's try {my_try} and owns the "
-            "job (it reconnected to it, or as a new logical job ends it itself)",
+            "job (it reconnected to it, or as a new logical job finds and ends it itself)",
         )
     if my_try is not None and theirs is not None and theirs < my_try:
         return cancel(
@@ -277,8 +292,6 @@ def may_cancel_on_kill(
             "run was deleted and run again): no try will wait on the job"
         )
     about = f"try {my_try}" if known else "the task instance (which try is not known)"
-    if state in ENDED_STATES:
-        return cancel(f"{about} is {state}: a user ended it, nothing waits on the job")
     if state == "deferred":
         if known:
             return Verdict(

@@ -20,15 +20,19 @@ A cancel there would end a job that its owner still waits on.
 
 An answer counts only for the try it is about, and `may_cancel_on_kill` (pure, in
 `airflow_durable.engine.ownership` beside the engine's `may_cancel`) compares that try with the one that
-deferred (``self.task_instance``: its id and try number). A newer try owns the job whatever its
-state: it reconnected to it, or, as a new logical job, ends it itself. Airflow 3.3 tells a trigger a task
-instance's state but not which try that state belongs to (``GetTaskStates``; the runner cannot even decode
-the answer to ``GetPreviousTI``), so each wrapper leaves a note in its task instance's XComs when it starts
-(``airflow_durable.deferred_try``: its try's id and number). A new try's task process clears the task
-instance's XComs before it runs, so on a kill the wrapper reads the state, then the note: its own note means
-no newer try has started, another try's note names that try, and a missing note that it wrote means a newer
-try started. Where the note says nothing (never written) the decision falls back to the state alone, which
-is safe for the states that cancel: an ended task instance waits on no job, whichever try ended.
+deferred (``self.task_instance``: its id and try number). A newer try that may still run owns the job:
+it reconnected to it, or, as a new logical job, finds and ends it itself. An ended task instance waits on
+no job whichever try ended it: a newer try marked before it reached the job (after Airflow 3.4's clear
+discarded the record, before its lookup) would otherwise leave it running, named by nothing.
+
+Airflow 3.3 tells a trigger a task instance's state but not which try that state belongs to
+(``GetTaskStates``; the runner cannot even decode the answer to ``GetPreviousTI``), so each wrapper leaves
+a note in its task instance's XComs when it starts (``airflow_durable.deferred_try``: its try's id and
+number). A new try's task process clears the task instance's XComs before it runs, so on a kill the wrapper
+reads the state, then the note: its own note means no newer try has started, another try's note names that
+try, and a missing note that it wrote means a newer try started. Where the note says nothing (never
+written) the decision falls back to the state alone, which is safe for the states that cancel: an ended
+task instance waits on no job, whichever try ended.
 
 The first question a triggerer's supervisor answers builds its in-process execution API (seconds: Cadwyn
 generates every API version's routes on its first request), so a kill that asked first answered late

@@ -118,6 +118,37 @@ def test_a_default_clear_while_deferred_ends_the_old_job(case, emulator, monkeyp
     assert_new_job_and_old_cancelled(case, emulator, outcome, old)
 
 
+def test_a_default_clear_while_deferred_then_a_mark_before_the_lookup_ends_the_old_job(
+    case, emulator, monkeypatch
+):
+    """Cleared while deferred, the record deleted; the next try starts (its XCom clear takes the trigger's
+    note) and the user marks it success before its lookup, so no try will ever find the job. The trigger's
+    kill comes after the mark: the answer is about that newer try, which ended, and the trigger ends the
+    job, findable or not (model scenario clear_discarding_state_then_mark_before_the_lookup)."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time import task_runner
+
+    from airflow_durable.triggers.owned import TRY_NOTE_KEY
+
+    if not cancels_on_kill(case, emulator, True):
+        pytest.skip(f"{case.id} leaves jobs running on kill by default (cancel_on_kill=False)")
+    runner, trigger, old = deferred_try(case, emulator, monkeypatch)
+    comms = _SupervisorComms("deferred")
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
+    trigger.task_instance = SimpleNamespace(
+        task_id=trigger.owner_task_id, id=runner.ti.id, try_number=runner.ti.try_number
+    )
+    asyncio.run(trigger._note_try())  # what run() starts in the background on a triggerer
+    assert comms.xcoms[TRY_NOTE_KEY]["try_number"] == 1
+    runner.clear(keep_task_state=False)
+    assert not runner.store.data
+    comms.xcoms.clear()  # try 2's task process clears the task instance's XComs as it starts
+    comms.state = "success"  # and the user marks it before its lookup (its SIGTERM: nothing held yet)
+    asyncio.run(trigger.on_kill())
+    assert state_of(emulator, old) == case.cancelled, "the job runs on, named by nothing"
+
+
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_a_default_clear_while_running_ends_the_old_job(case, emulator, deferrable):
     """Cleared while the try runs (polling, or between its submit and its deferral), the record deleted: the

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from airflow_durable import catalogue
-from airflow_durable.engine import DurableJobEngine, DurableLookupError
+from airflow_durable.engine import DurableJobEngine, DurableLookupError, DurableStateError
 from airflow_durable.identity_tags import task_identity
 from tests.conformance.systems import PATHS, SystemCase, job_ids, runner_for
 from tests.harness import DURABLE, TaskRunner, record_state
@@ -304,6 +304,62 @@ def test_a_failed_lookup_submits_nothing(case, emulator, deferrable):
     outcome = runner.run_try()
     assert outcome.state == "success", outcome.error
     assert _state_of(emulator, old) == case.cancelled
+
+
+def _found_jobs_write(value: Any) -> bool:
+    """The write that records the older jobs a lookup found (an intent that submitted nothing yet)."""
+    return record_state("submitting")(value) and bool(value.get("unended"))
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_failed_write_of_the_found_jobs_is_written_once_more(case, emulator, deferrable):
+    """After Airflow 3.4's default clear the try finds the old job by lookup; the write that records it
+    fails once (503): the try writes it once more, then ends the old job and succeeds on its own."""
+    _implemented(case)
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    _crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    _clear_discarding_state(runner)
+    runner.store.fail_set(_found_jobs_write, times=1)
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    writes = [c for c in runner.store.calls if c.op == "set" and _found_jobs_write(c.value)]
+    assert len(writes) >= 2 and writes[0].value == writes[1].value
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and case.reported(outcome) == jobs[1] != old, jobs
+    assert _state_of(emulator, old) == case.cancelled
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_found_jobs_whose_write_fails_twice_are_left_for_the_next_lookup(case, emulator, deferrable):
+    """Both writes fail: the try cannot tell it still owns the found job (a store that refuses its writes
+    is what a superseded try sees), so it neither ends it nor submits, and fails saying so. The job carries
+    its identity: the retry finds it again, ends it and succeeds on a job of its own."""
+    _implemented(case)
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    _crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    _clear_discarding_state(runner)
+    runner.store.fail_set(_found_jobs_write, times=2)
+    outcome = runner.run_try()
+    assert outcome.state == "failed"
+    assert isinstance(outcome.error, DurableStateError), repr(outcome.error)
+    message = str(outcome.error)
+    assert "failed twice" in message and str(case.stored_id(old)) in message, message
+    assert "the next try looks them up again" in message, message
+    assert job_ids(case, emulator) == [old], "submitted beside a job it could not record"
+    assert _state_of(emulator, old) != case.cancelled, "a try that cannot prove itself current ended a job"
+    assert case.external_id_key not in runner.store.data
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and case.reported(outcome) == jobs[1] != old, jobs
+    assert _state_of(emulator, old) == case.cancelled
+    assert _unended(runner, case) == [case.stored_id(old)]
 
 
 # --------------------------------------------------------------------------- (f) no lookup at all

@@ -406,8 +406,11 @@ def _owned_trigger(case: SystemCase, emulator: Any, comms: _SupervisorComms, mon
         # issue 22: marked failed, cleared, and try 2 deferred before the answer came: the answer is
         # about try 2, which owns the job's fate (a new logical job ends it itself)
         ("deferred", {"ti_id": "01a2449e-0000-7000-8000-000000000002", "try_number": 2}, False),
-        ("failed", {"ti_id": "01a2449e-0000-7000-8000-000000000002", "try_number": 2}, False),
-        ("failed", None, False),  # try 2's task process cleared try 1's note as it started
+        # a newer try that ended waits on nothing and may have been marked before it reached the job
+        # (issue 23: before its lookup, after Airflow 3.4's clear discarded the record)
+        ("failed", {"ti_id": "01a2449e-0000-7000-8000-000000000002", "try_number": 2}, True),
+        ("failed", None, True),  # try 2's task process cleared try 1's note as it started, then ended
+        ("running", None, False),  # the same try 2, still running: it decides
         # another task instance's try 1: the DAG run was deleted and run again
         ("deferred", {"ti_id": "01a2449e-0000-7000-8000-000000000003", "try_number": 1}, True),
     ],
@@ -416,6 +419,7 @@ def _owned_trigger(case: SystemCase, emulator: Any, comms: _SupervisorComms, mon
         "own-try-deferred",
         "newer-try-deferred",
         "newer-try-marked",
+        "newer-try-started-then-marked",
         "newer-try-started",
         "run-re-created",
     ],

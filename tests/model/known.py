@@ -54,17 +54,6 @@ KNOWN_VIOLATIONS: dict[str, str] = {
         "mark, named by the record (orphans reports it). Sequence (emr_add_steps, sync, retries=0): "
         "service_fault submit; try 1 submits (answer lost); mark success; heartbeat (SIGTERM, on_kill)"
     ),
-    "5:mark-deferred-after-clear-discarding-state-trigger-left-job": (
-        "engine, open (issue 23, Airflow 3.4's clear; make explore on forgets, Batch): the user "
-        "clears a deferred task with its state discarded, the new try starts (its XCom clear deletes the "
-        "old trigger's note) and the user marks it success before its lookup; the old trigger, cancelled "
-        "now, asks, finds its note gone and leaves the job to 'the newer try', as on 3.3 where the record "
-        "keeps naming the job for it; here nothing names it, the marked try never looks up, the job runs "
-        "on. Asked after the task instance ended (success/failed) no try waits on any job, so the "
-        "trigger's on_kill could cancel. Scenario clear_discarding_state_then_mark_before_the_lookup "
-        "(Databricks and Batch, deferrable): try 1 defers; clear_discarding_state; try 2 starts; mark "
-        "success; clean_unused_triggers; triggerer_sync (on_kill)"
-    ),
     "3:*never-recorded-duplicate-*": (
         "engine, open: the same convergence: the lost answer's job after the retry reconnected (above). "
         "(Its twin, a duplicate left when the id write after the converging lookup failed, is fixed: "
@@ -163,8 +152,8 @@ REAPER: dict[str, str] = {
     "3:unnamed-by-clear-discarding-state-*": (
         f"{_REAPER}: Airflow 3.4's default clear deleted the record while its job ran, and the task instance "
         "ended before a try looked it up (marked, its try already decided, its run deleted), or the try that "
-        "found it could not write it down (the intent write failed: a try that cannot prove itself current "
-        "ends nothing) and no retry was left"
+        "found it could not write it down (the write failed twice: it is written once more, and a try that "
+        "cannot prove itself current ends nothing) and no retry was left"
     ),
     "5:mark-deferred-then-run-recreated-trigger-left-job": (
         "the user marked the deferred task, then deleted its DAG run and triggered it again with the same "
@@ -177,12 +166,6 @@ REAPER: dict[str, str] = {
         "N2 and a mark: the submission's answer was lost, and the mark's SIGTERM came while the try resent "
         "the token; on_kill holds no id for the job the lost answer made, and the record only its token: "
         "only a lookup by that token finds it"
-    ),
-    "5:clear-then-mark-deferred-trigger-left-job": (
-        "the user cleared the deferred task, then marked it while the new try had not yet ended the old job "
-        "(the mark kills that try first); the old trigger's on_kill cannot tell whose state Airflow answers "
-        "(the new try's start took the trigger's note) and keeps the job; the record still names it and "
-        "the task ended: the opt-in reaper (orphans' rules with --cancel) ends it (issue 23, item 5)"
     ),
     "3:unnamed-by-clear_on_success-*": (
         f"{_REAPER}: the user marked the task success while its job ran and [state_store] clear_on_success"

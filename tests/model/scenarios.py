@@ -459,11 +459,7 @@ def clear_discarding_state_of_failed_task(world: World) -> None:
     _ends_old_job_then_returns_its_own(world, p2, old)
 
 
-def clear_discarding_state_then_mark_before_the_lookup(world: World) -> str:
-    """Issue 23 (engine, open): try 1 defers and its trigger runs; the user clears the task with its state
-    discarded (Airflow 3.4); the new try starts (its XCom clear deletes the trigger's note) and the user
-    marks it success before its lookup; the old trigger, cancelled now, finds its note gone and leaves the
-    job to the newer try, as on 3.3, where the record would keep naming the job: nothing ends it."""
+def _clear_then_mark_before_the_new_try_decides(world: World, discard: bool) -> None:
     p1 = start(world)
     until_exit(world, p1)
     sync_all(world)
@@ -476,19 +472,43 @@ def clear_discarding_state_then_mark_before_the_lookup(world: World) -> str:
         lambda: trigger.events > 0 or world.is_status_read(trigger.actor.parked if trigger.actor else None),
         f"{trigger.name} polls",
     )
-    act(
-        world,
-        "clear_discarding_state",
-        "user clears the task (deferred), Airflow 3.4's default: its state is discarded",
-        world.clear_discarding_state,
-    )
+    if discard:
+        act(
+            world,
+            "clear_discarding_state",
+            "user clears the task (deferred), Airflow 3.4's default: its state is discarded",
+            world.clear_discarding_state,
+        )
+    else:
+        act(world, "clear", "user clears the task (deferred)", world.clear)
     p2 = start(world)
-    until_parked(world, p2, "store_get")  # its XComs cleared, its lookup not made yet
+    until_parked(world, p2, "store_get")  # its XComs cleared, its record read (and lookup) not made yet
     act(world, "mark", "user marks the task success (running)", lambda: world.mark(af.SUCCESS))
     act(world, "clean_unused_triggers", "clean unused triggers", world.clean_unused)
     sync_all(world)
     fire(world, trigger)
+    job = next(iter(world.jobs.values()))
+    assert not world.active(job), f"job {job.ledger_id} runs on after the mark\n" + "\n".join(world.log)
+    assert any(n.startswith(trigger.name) for n in cancelled_by(world, job)), world.log
+
+
+def clear_discarding_state_then_mark_before_the_lookup(world: World) -> str:
+    """Issue 23 (fixed): try 1 defers and its trigger runs; the user clears the task with its state
+    discarded (Airflow 3.4); the new try starts (its XCom clear deletes the trigger's note) and the user
+    marks it success before its lookup; the old trigger, cancelled now, finds its note gone: the answer is
+    about a newer try, and it ended. The trigger used to leave the job to that try, as if its record still
+    named the job; nothing named it, and it ran on. An ended task instance waits on no job whichever try
+    ended it, so the trigger ends it."""
+    _clear_then_mark_before_the_new_try_decides(world, discard=True)
     return "5:mark-deferred-after-clear-discarding-state-trigger-left-job"
+
+
+def clear_then_mark_before_the_new_try_decides(world: World) -> str:
+    """The same on Airflow 3.3 (the clear keeps the record): the new try, a new epoch, would end the old
+    job as it starts, but the mark kills it first. The record still names the job; the trigger used to
+    leave it to the opt-in reaper (``5:clear-then-mark-deferred-trigger-left-job``): it ends it now."""
+    _clear_then_mark_before_the_new_try_decides(world, discard=False)
+    return "5:clear-then-mark-deferred-trigger-left-job"
 
 
 def clear_takes_away_the_evidence_of_a_recreated_run(world: World) -> str:
@@ -798,6 +818,10 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     ),
     "clear_discarding_state_then_mark_before_the_lookup": (
         clear_discarding_state_then_mark_before_the_lookup,
+        {"deferrable": True, "retries": 0},
+    ),
+    "clear_then_mark_before_the_new_try_decides": (
+        clear_then_mark_before_the_new_try_decides,
         {"deferrable": True, "retries": 0},
     ),
     "mark_then_clear_before_sigterm": (mark_then_clear_before_sigterm, {"deferrable": False, "retries": 0}),
