@@ -332,6 +332,16 @@ def orphans(
             "cache only.",
         ),
     ] = False,
+    scan_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--scan-limit",
+            metavar="N",
+            min=1,
+            help="Read at most N jobs per place a system is listed at (default: the operator's lookup "
+            "bound, 500 or 1000); past it a warning says the listing is incomplete.",
+        ),
+    ] = None,
     fmt: Format = "text",
     cache: CachePath = None,
     no_cache: NoCache = False,
@@ -379,6 +389,7 @@ def orphans(
                 scan_records=not no_scan,
                 report=report,
                 systems=system or (),
+                scan_limit=scan_limit,
             ),
             quiet,
         )
@@ -464,13 +475,15 @@ def _parse_scans(texts: Sequence[str]) -> list[Scan]:
 
 
 def _warn_scans(report: ScanReport, quiet: bool) -> None:
-    """A failed listing is an error (even with --quiet); a bounded one and a system no list can search are
-    said unless --quiet."""
+    """A failed listing is an error and a bounded one a warning (both even with --quiet: the look was
+    incomplete, so "no orphan" is not all clear); a system no list can search is said unless --quiet."""
     for message in report.errors:
         error(message)
+    for message in report.truncated:
+        warn(message)
     if quiet:
         return
-    for message in [*report.truncated, *report.not_scannable]:
+    for message in report.not_scannable:
         warn(message)
 
 

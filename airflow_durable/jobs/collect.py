@@ -534,17 +534,19 @@ def scan_systems(
     ui_url: str,
     dag_id: str | None,
     report: ScanReport,
+    scan_limit: int | None = None,
 ) -> list[JobRow]:
     """The active jobs listed at ``scans`` that no record names and whose task instance does not wait.
 
     ``seen``: the task instances already listed (identity → task instance). An unattributed job (no task
     instance has its identity, and the cache does not know it) is kept only if ``unattributed_in_scope``.
+    ``scan_limit``: the jobs each listing reads at most (default: each operator's lookup bound).
     """
     named = _named_ids(named_rows)
     listed: dict[tuple[str, str], tuple[ListedJob, str]] = {}
     for scan in scans:
         try:
-            result = list_marked(scan)
+            result = list_marked(scan, scan_limit)
         except ScanError as err:
             report.errors.append(str(err))
             continue
@@ -668,6 +670,7 @@ def find_orphans(
     report: ScanReport | None = None,
     systems: Sequence[str] = (),
     probed: list[JobRow] | None = None,
+    scan_limit: int | None = None,
 ) -> tuple[list[JobRow], list[JobRow]]:
     """``(rows, orphans)``: every record's row, and the probed jobs nothing waits for.
 
@@ -706,6 +709,7 @@ def find_orphans(
             ui_url if ui_url is not None else api.url,
             dag_id,
             report,
+            scan_limit,
         )
     probe(todo, progress)
     for row in todo:
