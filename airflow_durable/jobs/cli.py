@@ -47,7 +47,8 @@ JOBS_EXIT_CODES = {
 }
 ORPHANS_EXIT_CODES = {
     EXIT_OK: "no orphan job (or --cancel ended every one)",
-    EXIT_ORPHANS: "orphan jobs remain (also when the --cancel prompt is declined)",
+    EXIT_ORPHANS: "orphan jobs remain (also when the --cancel prompt is declined), or jobs of a DAG this "
+    "user may not read (unknown: never cancelled)",
     EXIT_ERROR: "usage error; the API unreachable or refusing; a system's job list failed (then "
     "--cancel cancels nothing); --cancel without --yes and no terminal; Airflow not installed",
 }
@@ -360,7 +361,8 @@ def orphans(
     run is gone (found through the cache of what earlier runs saw, and on the systems: every durable job
     carries its task instance's identity, and the systems the records, the cache and --scan name are
     listed). --cancel never cancels a job whose task instance is running or deferred (nor, for a job found
-    on its system, one whose task instance has not ended), and appends what it did to cancellations.jsonl
+    on its system, one whose task instance has not ended), nor a job it cannot judge because its DAG is
+    one this user may not read (reported as unknown), and appends what it did to cancellations.jsonl
     beside the cache.
     """
     from rich.console import Console
@@ -396,6 +398,7 @@ def orphans(
         found = _filter(found, system, None)
         _warn_unread(_filter(rows, system, None))
         _warn_scans(report, quiet)
+        _warn_unknown(report.unknown)
         outcomes: list[CancelOutcome] = []
         if report.errors:
             # An incomplete look never acts: the next run, with the list call fixed, can.
@@ -405,20 +408,22 @@ def orphans(
             raise typer.Exit(EXIT_ERROR)
         if do_cancel and found:
             if fmt == "text":
-                _orphans_table(Console(highlight=False), found)
+                _orphans_table(Console(highlight=False), found, len(report.unknown))
             if not yes:
                 if not sys.stdin.isatty():
                     raise _fail("--cancel needs --yes when stdin is not a terminal")
                 if not typer.confirm(f"Cancel {len(found)} orphan job(s)?", default=False):
                     raise typer.Exit(EXIT_ORPHANS)
-            outcomes = cancel_orphans(api, found)
+        if do_cancel and (found or report.unknown):
+            # The unknown ones go through the cancel only to be refused, each with why, in the audit too.
+            outcomes = cancel_orphans(api, [*found, *report.unknown])
             _audit(job_cache, outcomes)
     except ApiError as e:
         raise _fail(str(e)) from None
     finally:
         api.close()
 
-    remaining = [o.row for o in outcomes if not o.cancelled] if outcomes else found
+    remaining = [o.row for o in outcomes if not o.cancelled] if outcomes else [*found, *report.unknown]
     _print_orphans(fmt, found, outcomes, report, quiet)
     raise typer.Exit(EXIT_ORPHANS if remaining else EXIT_OK)
 
@@ -442,6 +447,7 @@ def _print_orphans(
                         }
                         for o in outcomes
                     ],
+                    "unknown": [r.to_json() for r in report.unknown],
                     "scans": report.to_json(),
                 },
                 indent=2,
@@ -455,7 +461,7 @@ def _print_orphans(
                 f"{mark} {o.row.system} {_ext(o.row.external_id)} ({_where(o.row)}): {o.message}"
             )
     elif found or not quiet:
-        _orphans_table(Console(highlight=False), found)
+        _orphans_table(Console(highlight=False), found, len(report.unknown))
 
 
 def _where(row: JobRow) -> str:
@@ -487,6 +493,15 @@ def _warn_scans(report: ScanReport, quiet: bool) -> None:
         warn(message)
 
 
+def _warn_unknown(rows: Sequence[JobRow]) -> None:
+    """A job of a DAG this user may not read is neither an orphan nor fine: say so, even with --quiet."""
+    for r in rows:
+        warn(
+            f"unknown: {r.system} job {_ext(r.external_id)} ({_where(r)}): {r.unknown}; not counted as an "
+            "orphan and never cancelled: run orphans as a user who may read every DAG"
+        )
+
+
 def _warn_unread(rows: Sequence[JobRow]) -> None:
     """A job whose status could not be read is not counted as an orphan: say so, even with --quiet."""
     unread = [r for r in rows if r.live is not None and r.live.phase == "error"]
@@ -499,11 +514,17 @@ def _warn_unread(rows: Sequence[JobRow]) -> None:
         )
 
 
-def _orphans_table(console: Console, rows: Sequence[JobRow]) -> None:
+def _orphans_table(console: Console, rows: Sequence[JobRow], unknown: int = 0) -> None:
     from rich.table import Table
 
+    if unknown:
+        console.print(
+            f"{unknown} job(s) this user cannot judge: their DAG may be one it may not read (stderr names "
+            "them); not counted as orphans"
+        )
     if not rows:
-        console.print("No orphan jobs: every running durable job has a task instance waiting for it.")
+        if not unknown:
+            console.print("No orphan jobs: every running durable job has a task instance waiting for it.")
         return
     table = Table(
         title=f"{len(rows)} orphan job(s): running, and no task waits for them", title_justify="left"

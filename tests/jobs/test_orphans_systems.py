@@ -487,3 +487,79 @@ def test_the_command_says_a_bounded_listing_is_incomplete_and_cancels_only_what_
     assert rest.exit_code == 1 and json.loads(rest.stdout)["scans"]["truncated"] == []
     assert [o["external_id"] for o in json.loads(rest.stdout)["orphans"]] == [unread.job]
     assert _cli(*args, "--scan-limit", "0", env=cache_home).exit_code == 2
+
+
+# --------------------------------------------------------------------------- a user who cannot read a DAG
+#: The DAG the harness's task instances belong to.
+DAG = "conformance"
+
+
+def test_a_job_of_a_dag_the_user_cannot_read_is_unknown_and_never_cancelled(case, emulator, airflow):
+    """Its task instance is deferred, waiting on the job, in a DAG the API user may not read (a 403 for it,
+    left out of every listing): to that user the job looks like a deleted run's. It is reported as unknown,
+    never as an orphan, and a cancel refuses it."""
+    job = Running(case, emulator)
+    job.add_ti(airflow, "deferred")
+    airflow.forbid(DAG)
+    orphans, report = _find(airflow, scans=[job.scan])
+    assert orphans == [], [o.orphan for o in orphans]
+    (unknown,) = report.unknown
+    assert unknown.identity == job.identity and unknown.external_id == job.record.external_id
+    assert unknown.unknown is not None and unknown.unknown.startswith("cannot read every DAG")
+    assert unknown.orphan is None and unknown.live is not None and unknown.live.active
+    (refused,) = _cancel(airflow, [unknown])
+    assert not refused.cancelled and refused.message.startswith(
+        "not cancelled: unknown (cannot read every DAG"
+    )
+    assert not job.cancelled
+    # The same job, its DAG readable again and its run deleted: an orphan as before.
+    airflow.forbidden.clear()
+    airflow.delete_run(*job.ti_key[:2])
+    (row,) = _find(airflow, scans=[job.scan])[0]
+    assert row.identity == job.identity and row.unknown is None
+
+
+def test_a_cached_job_of_a_dag_the_user_cannot_read_names_the_dag(case, emulator, airflow, tmp_path):
+    """The cache remembers the job's task instance from a look while its DAG was readable; then the API user
+    loses that DAG (403). The job is unknown, naming the DAG, and stays in the cache for a user who can read
+    it."""
+    from airflow_durable.jobs.collect import JobCache
+
+    job = Running(case, emulator)
+    job.add_ti(airflow, "failed", with_record=True)
+    cache = JobCache(tmp_path / "jobs.json")
+    report = ScanReport()
+    with AirflowApi(airflow.url) as api:
+        (orphan,) = find_orphans(api, cache=cache, report=report, scan_records=False)[1]
+    assert orphan.orphan == "task instance failed" and report.unknown == []
+    airflow.forbid(DAG)
+    report = ScanReport()
+    with AirflowApi(airflow.url) as api:
+        assert find_orphans(api, cache=cache, report=report, scans=[job.scan])[1] == []
+    (unknown,) = report.unknown
+    assert unknown.unknown == f"cannot read DAG {DAG}" and unknown.dag_id == DAG
+    assert len(cache.load()) == 1 and not job.cancelled
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id.startswith("databricks")][:1])
+def test_the_command_reports_a_job_it_cannot_judge_and_cancel_refuses_it(case, emulator, airflow, cache_home):
+    job = Running(case, emulator)
+    job.add_ti(airflow, "deferred")
+    airflow.forbid(DAG)
+    args = ("orphans", "--url", airflow.url, "--no-cache", "--scan", job.scan.where)
+    found = _cli(*args, "--format", "json", "-q", env=cache_home)
+    assert found.exit_code == 1, found.output
+    document = json.loads(found.stdout)
+    assert document["orphans"] == []
+    (unknown,) = document["unknown"]
+    assert unknown["identity"] == job.identity and unknown["unknown"].startswith("cannot read every DAG")
+    assert f"unknown: databricks job {job.job} ({job.identity}, found at {job.scan.where})" in found.stderr
+    text = _cli(*args, env={**cache_home, "COLUMNS": "250"})
+    assert text.exit_code == 1 and "No orphan jobs" not in text.stdout, text.output
+    assert "1 job(s) this user cannot judge" in text.stdout
+    done = _cli(*args, "--cancel", "--yes", env={**cache_home, "COLUMNS": "250"})
+    assert done.exit_code == 1, done.output
+    assert (
+        f"kept databricks {job.job}" in done.stdout and "not cancelled: unknown (cannot read" in done.stdout
+    )
+    assert not job.cancelled
