@@ -24,6 +24,8 @@ ENV_PASSWORD = "AIRFLOW_DURABLE_API_PASSWORD"
 
 #: Task instances per page (the API's default maximum is 100).
 PAGE = 100
+#: A DAG id no DAG can have (":" is not allowed in one), asked for by `AirflowApi.reads_every_dag`.
+NO_SUCH_DAG = "airflow-durable:no-such-dag"
 
 
 class ApiError(RuntimeError):
@@ -152,6 +154,23 @@ class AirflowApi:
             out += items
             if not items or len(out) >= int(page.get("total_entries") or 0):
                 return out
+
+    def reads_every_dag(self) -> bool:
+        """Whether this user may read every DAG, as far as the API lets a client tell.
+
+        The API never names a DAG its user may not read: its lists leave them out. It authorizes a request
+        for one DAG before it looks the DAG up, so asking for a DAG no DAG can be tells the two kinds of
+        grant apart: 404 (no such DAG) for a user the auth manager lets read any DAG, 403 for one whose
+        DAGs are granted one by one (FAB's per-DAG permissions), who may lack some."""
+        try:
+            self.request("GET", f"/api/v2/dags/{_q(NO_SUCH_DAG)}")
+        except NotFound:
+            return True
+        except ApiError as err:
+            if err.status == 403:
+                return False
+            raise
+        return True
 
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self.request("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")

@@ -47,7 +47,8 @@ JOBS_EXIT_CODES = {
 }
 ORPHANS_EXIT_CODES = {
     EXIT_OK: "no orphan job (or --cancel ended every one)",
-    EXIT_ORPHANS: "orphan jobs remain (also when the --cancel prompt is declined)",
+    EXIT_ORPHANS: "orphan jobs remain (also when the --cancel prompt is declined), or jobs of a DAG this "
+    "user may not read (unknown: never cancelled)",
     EXIT_ERROR: "usage error; the API unreachable or refusing; a system's job list failed (then "
     "--cancel cancels nothing); --cancel without --yes and no terminal; Airflow not installed",
 }
@@ -332,6 +333,16 @@ def orphans(
             "cache only.",
         ),
     ] = False,
+    scan_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--scan-limit",
+            metavar="N",
+            min=1,
+            help="Read at most N jobs per place a system is listed at (default: the operator's lookup "
+            "bound, 500 or 1000); past it a warning says the listing is incomplete.",
+        ),
+    ] = None,
     fmt: Format = "text",
     cache: CachePath = None,
     no_cache: NoCache = False,
@@ -350,7 +361,8 @@ def orphans(
     run is gone (found through the cache of what earlier runs saw, and on the systems: every durable job
     carries its task instance's identity, and the systems the records, the cache and --scan name are
     listed). --cancel never cancels a job whose task instance is running or deferred (nor, for a job found
-    on its system, one whose task instance has not ended), and appends what it did to cancellations.jsonl
+    on its system, one whose task instance has not ended), nor a job it cannot judge because its DAG is
+    one this user may not read (reported as unknown), and appends what it did to cancellations.jsonl
     beside the cache.
     """
     from rich.console import Console
@@ -379,12 +391,14 @@ def orphans(
                 scan_records=not no_scan,
                 report=report,
                 systems=system or (),
+                scan_limit=scan_limit,
             ),
             quiet,
         )
         found = _filter(found, system, None)
         _warn_unread(_filter(rows, system, None))
         _warn_scans(report, quiet)
+        _warn_unknown(report.unknown)
         outcomes: list[CancelOutcome] = []
         if report.errors:
             # An incomplete look never acts: the next run, with the list call fixed, can.
@@ -394,20 +408,22 @@ def orphans(
             raise typer.Exit(EXIT_ERROR)
         if do_cancel and found:
             if fmt == "text":
-                _orphans_table(Console(highlight=False), found)
+                _orphans_table(Console(highlight=False), found, len(report.unknown))
             if not yes:
                 if not sys.stdin.isatty():
                     raise _fail("--cancel needs --yes when stdin is not a terminal")
                 if not typer.confirm(f"Cancel {len(found)} orphan job(s)?", default=False):
                     raise typer.Exit(EXIT_ORPHANS)
-            outcomes = cancel_orphans(api, found)
+        if do_cancel and (found or report.unknown):
+            # The unknown ones go through the cancel only to be refused, each with why, in the audit too.
+            outcomes = cancel_orphans(api, [*found, *report.unknown])
             _audit(job_cache, outcomes)
     except ApiError as e:
         raise _fail(str(e)) from None
     finally:
         api.close()
 
-    remaining = [o.row for o in outcomes if not o.cancelled] if outcomes else found
+    remaining = [o.row for o in outcomes if not o.cancelled] if outcomes else [*found, *report.unknown]
     _print_orphans(fmt, found, outcomes, report, quiet)
     raise typer.Exit(EXIT_ORPHANS if remaining else EXIT_OK)
 
@@ -431,6 +447,7 @@ def _print_orphans(
                         }
                         for o in outcomes
                     ],
+                    "unknown": [r.to_json() for r in report.unknown],
                     "scans": report.to_json(),
                 },
                 indent=2,
@@ -444,7 +461,7 @@ def _print_orphans(
                 f"{mark} {o.row.system} {_ext(o.row.external_id)} ({_where(o.row)}): {o.message}"
             )
     elif found or not quiet:
-        _orphans_table(Console(highlight=False), found)
+        _orphans_table(Console(highlight=False), found, len(report.unknown))
 
 
 def _where(row: JobRow) -> str:
@@ -464,14 +481,25 @@ def _parse_scans(texts: Sequence[str]) -> list[Scan]:
 
 
 def _warn_scans(report: ScanReport, quiet: bool) -> None:
-    """A failed listing is an error (even with --quiet); a bounded one and a system no list can search are
-    said unless --quiet."""
+    """A failed listing is an error and a bounded one a warning (both even with --quiet: the look was
+    incomplete, so "no orphan" is not all clear); a system no list can search is said unless --quiet."""
     for message in report.errors:
         error(message)
+    for message in report.truncated:
+        warn(message)
     if quiet:
         return
-    for message in [*report.truncated, *report.not_scannable]:
+    for message in report.not_scannable:
         warn(message)
+
+
+def _warn_unknown(rows: Sequence[JobRow]) -> None:
+    """A job of a DAG this user may not read is neither an orphan nor fine: say so, even with --quiet."""
+    for r in rows:
+        warn(
+            f"unknown: {r.system} job {_ext(r.external_id)} ({_where(r)}): {r.unknown}; not counted as an "
+            "orphan and never cancelled: run orphans as a user who may read every DAG"
+        )
 
 
 def _warn_unread(rows: Sequence[JobRow]) -> None:
@@ -486,11 +514,17 @@ def _warn_unread(rows: Sequence[JobRow]) -> None:
         )
 
 
-def _orphans_table(console: Console, rows: Sequence[JobRow]) -> None:
+def _orphans_table(console: Console, rows: Sequence[JobRow], unknown: int = 0) -> None:
     from rich.table import Table
 
+    if unknown:
+        console.print(
+            f"{unknown} job(s) this user cannot judge: their DAG may be one it may not read (stderr names "
+            "them); not counted as orphans"
+        )
     if not rows:
-        console.print("No orphan jobs: every running durable job has a task instance waiting for it.")
+        if not unknown:
+            console.print("No orphan jobs: every running durable job has a task instance waiting for it.")
         return
     table = Table(
         title=f"{len(rows)} orphan job(s): running, and no task waits for them", title_justify="left"

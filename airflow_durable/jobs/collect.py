@@ -23,6 +23,11 @@ An *orphan* is a job that is still active on its system while nothing in Airflow
 A job whose task instance is ``running`` or ``deferred`` is never cancelled (`PROTECTED_STATES`); a job
 found on a system is never cancelled while its task instance exists and has not ended (any state but
 `ENDED_STATES`): that task's next or current try looks its jobs up itself.
+
+A job whose DAG the API user may not read is *unknown* (``JobRow.unknown``, `ScanReport.unknown`), never an
+orphan, and never cancelled: its task instance is hidden from that user, so it would look like a deleted
+run's. That is a job the cache places in a DAG the API refuses, and, for a user who may not read every DAG
+(`AirflowApi.reads_every_dag`), every job that no task instance the user can read claims.
 """
 
 from __future__ import annotations
@@ -126,6 +131,8 @@ class JobRow:
     live: LiveStatus | None = None
     orphan: str | None = None  # why it is an orphan, once probed
     ti_url: str | None = None
+    #: Why nothing can be said of it: its DAG is one the API user may not read (never an orphan).
+    unknown: str | None = None
 
     @property
     def ident(self) -> str:
@@ -394,14 +401,16 @@ def lost_rows(
     rows: Sequence[JobRow],
     in_scope: Callable[[str], bool],
     ui_url: str,
+    unknown: list[JobRow] | None = None,
 ) -> list[JobRow]:
     """Cached jobs (of DAGs ``in_scope``) whose record is no longer there, each with why it is gone.
 
-    An entry the caller may not read (403) is left alone: it is someone else's to judge.
+    An entry whose DAG run or task instance the API refuses (403, or an error) is not judged: it goes to
+    ``unknown``, saying which DAG could not be read.
     """
     present = {row.ident for row in rows}
     lost: list[JobRow] = []
-    run_gone: dict[tuple[str, str], bool | None] = {}
+    run_gone: dict[tuple[str, str], bool | str] = {}
     for ident, data in cache.load().items():
         if ident in present or not in_scope(str(data.get("dag_id"))):
             continue
@@ -414,9 +423,10 @@ def lost_rows(
                 run_gone[run] = False
             except NotFound:
                 run_gone[run] = True
-            except ApiError:
-                run_gone[run] = None
-        if run_gone[run] is None:
+            except ApiError as err:
+                run_gone[run] = _unreadable(row.dag_id, err)
+        if isinstance(run_gone[run], str):
+            _not_judged(row, str(run_gone[run]), ui_url, unknown)
             continue
         if run_gone[run]:
             row.note = "DAG run deleted"
@@ -425,7 +435,8 @@ def lost_rows(
                 ti = api.task_instance(row.dag_id, row.run_id, row.task_id, row.map_index)
             except NotFound:
                 row.note = "task instance deleted"
-            except ApiError:
+            except ApiError as err:
+                _not_judged(row, _unreadable(row.dag_id, err), ui_url, unknown)
                 continue
             else:
                 row.ti_state = ti.get("state")
@@ -435,8 +446,31 @@ def lost_rows(
     return lost
 
 
+def _unreadable(dag_id: str, err: ApiError) -> str:
+    if err.status in (401, 403):
+        return f"cannot read DAG {dag_id}"
+    return f"could not read DAG {dag_id}: {err}"
+
+
+def _not_judged(row: JobRow, why: str, ui_url: str, unknown: list[JobRow] | None) -> None:
+    row.unknown = why
+    row.ti_url = ti_url(ui_url, row.dag_id, row.run_id, row.task_id, row.map_index)
+    if unknown is not None:
+        unknown.append(row)
+
+
 #: What the cache does not keep of a row: derived, or only meaningful at the time of the look.
-_NOT_CACHED = ("live", "orphan", "history", "job_url", "age_seconds", "ti_url", "note", "current_generation")
+_NOT_CACHED = (
+    "live",
+    "orphan",
+    "history",
+    "job_url",
+    "age_seconds",
+    "ti_url",
+    "note",
+    "current_generation",
+    "unknown",
+)
 
 
 def _cached(row: JobRow) -> dict[str, Any]:
@@ -482,9 +516,13 @@ class ScanReport:
     #: Active marked jobs listed, and how many of them no record names.
     listed: int = 0
     unnamed: int = 0
+    #: Active jobs nothing can be said of: their DAG is one the API user may not read (``JobRow.unknown``).
+    #: Never orphans, never cancelled.
+    unknown: list[JobRow] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Everything but ``unknown`` (jobs, given on their own by the callers)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "unknown"}
 
 
 def scans_for(rows: Iterable[JobRow], cached: Iterable[dict[str, Any]], report: ScanReport) -> list[Scan]:
@@ -534,17 +572,19 @@ def scan_systems(
     ui_url: str,
     dag_id: str | None,
     report: ScanReport,
+    scan_limit: int | None = None,
 ) -> list[JobRow]:
     """The active jobs listed at ``scans`` that no record names and whose task instance does not wait.
 
     ``seen``: the task instances already listed (identity → task instance). An unattributed job (no task
     instance has its identity, and the cache does not know it) is kept only if ``unattributed_in_scope``.
+    ``scan_limit``: the jobs each listing reads at most (default: each operator's lookup bound).
     """
     named = _named_ids(named_rows)
     listed: dict[tuple[str, str], tuple[ListedJob, str]] = {}
     for scan in scans:
         try:
-            result = list_marked(scan)
+            result = list_marked(scan, scan_limit)
         except ScanError as err:
             report.errors.append(str(err))
             continue
@@ -571,6 +611,7 @@ def scan_systems(
         if c.get("dag_id") and c.get("run_id") and c.get("task_id")
     }
     rows: list[JobRow] = []
+    reads_every_dag: bool | None = None  # asked once, for the first job no readable task instance claims
     for job, where in listed.values():
         row = JobRow(
             dag_id="",
@@ -606,10 +647,13 @@ def scan_systems(
                 int(place.get("map_index", -1)),
                 ui_url,
             )
+            if not in_scope(row.dag_id):
+                continue
             try:
                 gone = _gone(api, row)
-            except ApiError:
-                continue  # not ours to judge (e.g. 403)
+            except ApiError as err:
+                _not_judged(row, _unreadable(row.dag_id, err), ui_url, report.unknown)
+                continue
             if gone is None:
                 if row.ti_state not in ENDED_STATES:
                     continue
@@ -618,6 +662,16 @@ def scan_systems(
                 row.note = gone
         else:
             if not unattributed_in_scope:
+                continue
+            if reads_every_dag is None:
+                reads_every_dag = api.reads_every_dag()
+            if not reads_every_dag:
+                # Its task instance may be in a DAG hidden from this user, waiting on the job.
+                row.unknown = (
+                    "cannot read every DAG: no task instance this user may read has its identity, and its "
+                    "DAG may be one this user may not read"
+                )
+                report.unknown.append(row)
                 continue
             row.note = "no task instance has its identity: its DAG run or task instance was deleted"
         if row.dag_id and not in_scope(row.dag_id):
@@ -668,6 +722,7 @@ def find_orphans(
     report: ScanReport | None = None,
     systems: Sequence[str] = (),
     probed: list[JobRow] | None = None,
+    scan_limit: int | None = None,
 ) -> tuple[list[JobRow], list[JobRow]]:
     """``(rows, orphans)``: every record's row, and the probed jobs nothing waits for.
 
@@ -687,7 +742,9 @@ def find_orphans(
         unattributed_in_scope = dag_id is None
     report = report if report is not None else ScanReport()
     cached = list(cache.load().values()) if cache is not None else []
-    lost = lost_rows(api, cache, rows, in_scope, ui_url or api.url) if cache is not None else []
+    lost = (
+        lost_rows(api, cache, rows, in_scope, ui_url or api.url, report.unknown) if cache is not None else []
+    )
     todo = candidates(rows) + lost
     wanted = list(scans)
     if scan_records:
@@ -706,8 +763,11 @@ def find_orphans(
             ui_url if ui_url is not None else api.url,
             dag_id,
             report,
+            scan_limit,
         )
-    probe(todo, progress)
+    probe([*todo, *report.unknown], progress)
+    # An unknown job that has ended is no concern; one whose status could not be read still is.
+    report.unknown[:] = [r for r in report.unknown if r.live is None or r.live.phase in ("active", "error")]
     for row in todo:
         row.orphan = orphan_reason(row)
     if probed is not None:
@@ -729,6 +789,16 @@ def cancel_orphans(api: AirflowApi, orphans: Sequence[JobRow]) -> list[CancelOut
     out: list[CancelOutcome] = []
     waiting: set[str] | None = None  # identities of the task instances not ended, read once, when needed
     for row in orphans:
+        if row.unknown:
+            out.append(
+                CancelOutcome(
+                    row,
+                    False,
+                    f"not cancelled: unknown ({row.unknown}); only a user who may read its DAG can tell "
+                    "whether a task waits for it",
+                )
+            )
+            continue
         if row.source == "system":
             if row.dag_id:
                 keep = _system_row_waited_for(api, row)

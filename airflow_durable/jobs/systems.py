@@ -416,7 +416,9 @@ def _databricks_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]
     module = importlib.import_module("airflow_durable.operators.databricks")
     hook = _databricks_hook(locator)
     # The submit-run operator's list call (run-now runs carry no identity: catalogue notimpl).
-    params: dict[str, Any] = {"run_type": "SUBMIT_RUN", "active_only": "true", "limit": module._LIST_LIMIT}
+    # Pages no larger than the bound: the listing reads ``limit`` runs, not a page more.
+    size = min(module._LIST_LIMIT, limit)
+    params: dict[str, Any] = {"run_type": "SUBMIT_RUN", "active_only": "true", "limit": size}
     read = 0
     while True:
         page = hook._do_api_call(module._LIST_RUNS_ENDPOINT, dict(params))
@@ -472,7 +474,7 @@ def _dbt_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
     hook = _dbt_hook(locator)
     active = _operator_class("airflow_durable.dbt_cloud_run_job").durable_active_statuses
     codes = sorted(code for code, name in _DBT_STATUS.items() if name in active)
-    page, offset = 100, 0
+    page, offset = min(100, limit), 0
     while True:
         runs = (
             hook.get_job_runs(
@@ -512,7 +514,7 @@ def _redshift_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
     read = 0
     for status in sorted(active):
         # A prefix match: every name the operator gives leads with the identity.
-        kwargs: dict[str, Any] = {"StatementName": "afd-ti-", "Status": status, "MaxResults": 100}
+        kwargs: dict[str, Any] = {"StatementName": "afd-ti-", "Status": status, "MaxResults": min(100, limit)}
         while True:
             page = conn.list_statements(**kwargs)
             for statement in page.get("Statements", []):
@@ -599,7 +601,7 @@ def _serverless_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]
     active = _operator_class("airflow_durable.emr_serverless_start_job").durable_active_statuses
     # Active states matched client-side: one request lists them all (the ``states`` filter is applied
     # here as the service would, so a list that serves it and one that does not answer alike).
-    kwargs: dict[str, Any] = {"applicationId": locator["application_id"], "maxResults": 50}
+    kwargs: dict[str, Any] = {"applicationId": locator["application_id"], "maxResults": min(50, limit)}
     for run in _aws_pages(conn.list_job_runs, kwargs, "jobRuns", limit):
         if str(run.get("state")) not in active:
             continue
@@ -619,7 +621,7 @@ def _serverless_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]
 def _container_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
     conn = _container_hook(locator).conn
     active = _operator_class("airflow_durable.emr_container").durable_active_statuses
-    kwargs: dict[str, Any] = {"virtualClusterId": locator["virtual_cluster_id"]}
+    kwargs: dict[str, Any] = {"virtualClusterId": locator["virtual_cluster_id"], "maxResults": min(50, limit)}
     for run in _aws_pages(conn.list_job_runs, kwargs, "jobRuns", limit):
         tags = run.get("tags") or {}
         if tags.get(IDENTITY_TAG) and str(run.get("state")) in active:
@@ -642,7 +644,7 @@ def _batch_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
     read = 0
     for queue in queues:
         for status in sorted(active):
-            kwargs: dict[str, Any] = {"jobQueue": queue, "jobStatus": status}
+            kwargs: dict[str, Any] = {"jobQueue": queue, "jobStatus": status, "maxResults": min(100, limit)}
             while True:
                 page = client.list_jobs(**kwargs)
                 ids = [summary["jobId"] for summary in page.get("jobSummaryList", [])]
@@ -847,17 +849,21 @@ class ScanResult:
     truncated_at: int | None = None
 
 
-def list_marked(scan: Scan) -> ScanResult:
+def list_marked(scan: Scan, limit: int | None = None) -> ScanResult:
     """The active jobs at ``scan``'s locator that carry a task instance's identity; `ScanError` naming the
-    system, the locator and the list call when the listing fails."""
+    system, the locator and the list call when the listing fails. Reads about ``limit`` listed jobs at most
+    (default: the operator's lookup bound, else `SCAN_LIMIT`); past it the result is ``truncated_at``."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"a listing reads at least one job (limit {limit})")
     op = _scanned_operator(scan.system)
     if op is None:
         raise ScanError(f"{scan.system} jobs cannot be listed: {not_scannable(scan.system)}")
     try:
         cls = _operator_class(op.key)
-        limit = int(
-            getattr(cls, "durable_lookup_runs", 0) or getattr(cls, "durable_lookup_jobs", 0) or SCAN_LIMIT
-        )
+        if limit is None:
+            limit = int(
+                getattr(cls, "durable_lookup_runs", 0) or getattr(cls, "durable_lookup_jobs", 0) or SCAN_LIMIT
+            )
         jobs: list[ListedJob] = []
         try:
             for job in _LISTERS[scan.system].list(dict(scan.locator), limit):

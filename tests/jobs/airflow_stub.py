@@ -1,7 +1,9 @@
 """A loopback stand-in for the few Airflow REST API endpoints ``jobs``/``orphans`` call, answered from
 plain data: task instances (filtered by DAG, operator and state as the API filters them), their task
-state stores, single task instances and DAG runs (404 once deleted). The real API is exercised by the
-runtime tests; this one lets the orphan rules run against the emulators in milliseconds."""
+state stores, single task instances, DAG runs (404 once deleted) and DAGs. `AirflowStub.forbid` makes the
+API user one whose DAGs are granted one by one (FAB's per-DAG permissions) and who may not read a DAG. The
+real API is exercised by the runtime tests; this one lets the orphan rules run against the emulators in
+milliseconds."""
 
 from __future__ import annotations
 
@@ -21,6 +23,10 @@ class AirflowStub(ThreadingHTTPServer):
         self.tis: dict[TiKey, dict[str, Any]] = {}
         self.records: dict[TiKey, dict[str, Any]] = {}
         self.requests: list[str] = []
+        #: Every DAG a task instance was added to (a DAG outlives its runs).
+        self.dags: set[str] = set()
+        #: DAGs the API user may not read; once one is, DAGs are granted one by one (see `forbid`).
+        self.forbidden: set[str] = set()
 
     @property
     def url(self) -> str:
@@ -37,6 +43,7 @@ class AirflowStub(ThreadingHTTPServer):
         record: tuple[str, Any] | None = None,
     ) -> TiKey:
         key = (dag_id, run_id, task_id, map_index)
+        self.dags.add(dag_id)
         self.tis[key] = {
             "dag_id": dag_id,
             "dag_run_id": run_id,
@@ -50,6 +57,17 @@ class AirflowStub(ThreadingHTTPServer):
         if record is not None:
             self.records[key] = {record[0]: record[1]}
         return key
+
+    def forbid(self, dag_id: str) -> None:
+        """The API user may not read ``dag_id``, as with FAB's per-DAG permissions: a request naming it, or
+        naming any DAG id not granted (a DAG that does not exist included), answers 403, and listings across
+        DAGs (``~``) leave its task instances out."""
+        self.forbidden.add(dag_id)
+
+    def readable(self, dag_id: str) -> bool:
+        if not self.forbidden:
+            return True  # a user who may read every DAG (and ask for any id: 404 if there is none)
+        return dag_id in self.dags and dag_id not in self.forbidden
 
     def delete_run(self, dag_id: str, run_id: str) -> None:
         """What deleting a DAG run does: its task instances and their task state go with it."""
@@ -71,6 +89,12 @@ class _Handler(BaseHTTPRequestHandler):
         stub = self.server
         stub.requests.append(self.path)
         body: Any = None
+        if len(parts) >= 4 and parts[:3] == ["api", "v2", "dags"] and parts[3] != "~":
+            if not stub.readable(parts[3]):
+                self.send_error(403, "Forbidden")
+                return
+            if len(parts) == 4 and parts[3] in stub.dags:
+                body = {"dag_id": parts[3]}
         # api/v2/dags/{dag}/dagRuns/{run}[/taskInstances[/{task}[/{map}|/state-store]]]
         if len(parts) >= 5 and parts[:3] == ["api", "v2", "dags"] and parts[4] == "dagRuns":
             dag, run = parts[3], parts[5] if len(parts) > 5 else None
@@ -84,6 +108,7 @@ class _Handler(BaseHTTPRequestHandler):
                     ti
                     for k, ti in stub.tis.items()
                     if (dag == "~" or k[0] == dag)
+                    and stub.readable(k[0])
                     and (run == "~" or k[1] == run)
                     and (not states or ti["state"] in states)
                     and (not operators or ti["operator"] in operators)

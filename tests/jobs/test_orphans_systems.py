@@ -70,12 +70,15 @@ def _airflow_answers_task_states() -> Iterator[None]:
 class Running:
     """A job the real operator submitted and whose try died: the job runs on (the last state is sticky)."""
 
-    def __init__(self, case: SystemCase, emulator: Any) -> None:
+    def __init__(self, case: SystemCase, emulator: Any, run_id: str | None = None) -> None:
         emulator.lifecycle = [case.initial, case.running]
         self.runner: TaskRunner = runner_for(case, emulator, False)
+        if run_id is not None:  # another DAG run's task instance: another identity, another job
+            _rename_run(self.runner, run_id)
+        before = job_ids(case, emulator)
         self.runner.store.crash_when(record_state("submitted"), before=False)
         assert self.runner.run_try().state == "crashed"
-        (self.job,) = job_ids(case, emulator)
+        (self.job,) = [job for job in job_ids(case, emulator) if job not in before]
         self.case, self.emulator = case, emulator
         self.record = parse_record(case.external_id_key, self.runner.store.data[case.external_id_key])
         ti = self.runner.ti
@@ -102,6 +105,15 @@ class Running:
             operator=type(self.runner.last_operator).__name__,
             record=(self.case.external_id_key, raw) if with_record else None,
         )
+
+
+def _rename_run(runner: TaskRunner, run_id: str) -> None:
+    from tests.harness import _TASK_INSTANCES
+
+    ti = runner.ti
+    _TASK_INSTANCES.pop((ti.dag_id, ti.run_id, ti.task_id, ti.map_index), None)
+    ti.run_id = run_id
+    _TASK_INSTANCES[(ti.dag_id, ti.run_id, ti.task_id, ti.map_index)] = ti
 
 
 def _find(airflow: AirflowStub, **kwargs: Any) -> tuple[list[Any], ScanReport]:
@@ -389,3 +401,165 @@ def test_the_reaper_cancels_nothing_when_a_list_call_fails(case, emulator, airfl
     with AirflowApi(airflow.url) as api:
         report = reap(api)
     assert job.cancelled, report
+
+
+# --------------------------------------------------------------------------- bounded listings
+#: Pagers whose bound the emulator cannot drive the listing past, and why.
+UNBOUNDED_HERE = {
+    "batch": "moto's ListJobs answers every job in one page (no nextToken), so the listing never pages; "
+    "the Redshift Data test drives the same shape (a nextToken pager per status)",
+}
+
+
+def _past_the_bound(case: SystemCase, emulator: Any, airflow_runs: int = 3) -> list[Running]:
+    """``airflow_runs`` deleted runs' jobs at one place, each a real submit of its own task instance."""
+    if case.id in UNBOUNDED_HERE:
+        pytest.skip(UNBOUNDED_HERE[case.id])
+    jobs = [Running(case, emulator, run_id=f"manual__bound_{i}") for i in range(airflow_runs)]
+    assert len({job.identity for job in jobs}) == airflow_runs
+    return jobs
+
+
+def test_a_listing_stops_at_its_bound_and_says_so(case, emulator):
+    """Each pager, driven past its bound (two jobs read, a third left): the result says how many it read
+    and holds no job it did not list; under the bound the same place lists every job, untruncated."""
+    from airflow_durable.jobs.systems import list_marked
+
+    if case.id.startswith("emr_add_steps"):
+        pytest.skip("ListSteps takes no page size: test_emr_steps_listing_stops_at_its_bound")
+    jobs = _past_the_bound(case, emulator)
+    bounded = list_marked(jobs[0].scan, limit=2)
+    assert bounded.truncated_at is not None and bounded.truncated_at >= 2, bounded
+    assert 1 <= len(bounded.jobs) <= 2
+    ids = {str(job.record.external_id) for job in jobs}
+    assert {str(listed.external_id) for listed in bounded.jobs} <= ids
+    whole = list_marked(jobs[0].scan, limit=10)
+    assert whole.truncated_at is None
+    assert {str(listed.external_id) for listed in whole.jobs} == ids
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id.startswith("emr_add_steps")])
+def test_emr_steps_listing_stops_at_its_bound(case, emulator):
+    """ListSteps pages by the service's own size (no page-size parameter): a cluster with more active steps
+    than one page, the durable job's the oldest. The listing stops after the first page and says so; the
+    job on the page it did not read is not in the result (found by a later look, once fewer steps run)."""
+    from airflow_durable.jobs.systems import list_marked
+
+    job = Running(case, emulator)
+    client = emulator.client("emr")
+    cluster = job.scan.locator["job_flow_id"]
+    step = {"Name": "someone else's", "HadoopJarStep": {"Jar": "command-runner.jar", "Args": ["true"]}}
+    for _ in range(3):  # more than a page of steps, in the calls' limit of 256 steps each
+        client.add_job_flow_steps(JobFlowId=cluster, Steps=[step] * 100)
+    bounded = list_marked(job.scan, limit=2)
+    assert bounded.truncated_at is not None and 2 <= bounded.truncated_at < 301, bounded.truncated_at
+    assert bounded.jobs == []
+    whole = list_marked(job.scan, limit=1000)
+    assert whole.truncated_at is None
+    (listed,) = whole.jobs
+    assert listed.external_id == job.record.external_id
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id.startswith("databricks")][:1])
+def test_the_command_says_a_bounded_listing_is_incomplete_and_cancels_only_what_it_listed(
+    case, emulator, airflow, cache_home
+):
+    """Three deleted runs' jobs, a listing bounded at two: the warning is on stderr even with ``--quiet``
+    (no orphan found would not be all clear), the JSON names the place, and ``--cancel`` ends the jobs it
+    listed and judged, never the one it did not read; a look with the default bound finds that one."""
+    jobs = _past_the_bound(case, emulator)
+    scan = jobs[0].scan.where
+    args = ("orphans", "--url", airflow.url, "--no-cache", "--scan", scan)
+    found = _cli(*args, "--scan-limit", "2", "--format", "json", "-q", env=cache_home)
+    assert found.exit_code == 1, found.output
+    document = json.loads(found.stdout)
+    (truncated,) = document["scans"]["truncated"]
+    assert truncated.startswith(f"{scan}: stopped after 2 listed jobs")
+    assert truncated in found.stderr
+    listed = {orphan["external_id"] for orphan in document["orphans"]}
+    assert len(listed) == 2
+    done = _cli(*args, "--scan-limit", "2", "--cancel", "--yes", "-q", env=cache_home)
+    assert done.exit_code == 0, done.output
+    assert "stopped after 2 listed jobs" in done.stderr
+    assert {job.job for job in jobs if job.cancelled} == listed
+    (unread,) = [job for job in jobs if not job.cancelled]
+    rest = _cli(*args, "--format", "json", "-q", env=cache_home)
+    assert rest.exit_code == 1 and json.loads(rest.stdout)["scans"]["truncated"] == []
+    assert [o["external_id"] for o in json.loads(rest.stdout)["orphans"]] == [unread.job]
+    assert _cli(*args, "--scan-limit", "0", env=cache_home).exit_code == 2
+
+
+# --------------------------------------------------------------------------- a user who cannot read a DAG
+#: The DAG the harness's task instances belong to.
+DAG = "conformance"
+
+
+def test_a_job_of_a_dag_the_user_cannot_read_is_unknown_and_never_cancelled(case, emulator, airflow):
+    """Its task instance is deferred, waiting on the job, in a DAG the API user may not read (a 403 for it,
+    left out of every listing): to that user the job looks like a deleted run's. It is reported as unknown,
+    never as an orphan, and a cancel refuses it."""
+    job = Running(case, emulator)
+    job.add_ti(airflow, "deferred")
+    airflow.forbid(DAG)
+    orphans, report = _find(airflow, scans=[job.scan])
+    assert orphans == [], [o.orphan for o in orphans]
+    (unknown,) = report.unknown
+    assert unknown.identity == job.identity and unknown.external_id == job.record.external_id
+    assert unknown.unknown is not None and unknown.unknown.startswith("cannot read every DAG")
+    assert unknown.orphan is None and unknown.live is not None and unknown.live.active
+    (refused,) = _cancel(airflow, [unknown])
+    assert not refused.cancelled and refused.message.startswith(
+        "not cancelled: unknown (cannot read every DAG"
+    )
+    assert not job.cancelled
+    # The same job, its DAG readable again and its run deleted: an orphan as before.
+    airflow.forbidden.clear()
+    airflow.delete_run(*job.ti_key[:2])
+    (row,) = _find(airflow, scans=[job.scan])[0]
+    assert row.identity == job.identity and row.unknown is None
+
+
+def test_a_cached_job_of_a_dag_the_user_cannot_read_names_the_dag(case, emulator, airflow, tmp_path):
+    """The cache remembers the job's task instance from a look while its DAG was readable; then the API user
+    loses that DAG (403). The job is unknown, naming the DAG, and stays in the cache for a user who can read
+    it."""
+    from airflow_durable.jobs.collect import JobCache
+
+    job = Running(case, emulator)
+    job.add_ti(airflow, "failed", with_record=True)
+    cache = JobCache(tmp_path / "jobs.json")
+    report = ScanReport()
+    with AirflowApi(airflow.url) as api:
+        (orphan,) = find_orphans(api, cache=cache, report=report, scan_records=False)[1]
+    assert orphan.orphan == "task instance failed" and report.unknown == []
+    airflow.forbid(DAG)
+    report = ScanReport()
+    with AirflowApi(airflow.url) as api:
+        assert find_orphans(api, cache=cache, report=report, scans=[job.scan])[1] == []
+    (unknown,) = report.unknown
+    assert unknown.unknown == f"cannot read DAG {DAG}" and unknown.dag_id == DAG
+    assert len(cache.load()) == 1 and not job.cancelled
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id.startswith("databricks")][:1])
+def test_the_command_reports_a_job_it_cannot_judge_and_cancel_refuses_it(case, emulator, airflow, cache_home):
+    job = Running(case, emulator)
+    job.add_ti(airflow, "deferred")
+    airflow.forbid(DAG)
+    args = ("orphans", "--url", airflow.url, "--no-cache", "--scan", job.scan.where)
+    found = _cli(*args, "--format", "json", "-q", env=cache_home)
+    assert found.exit_code == 1, found.output
+    document = json.loads(found.stdout)
+    assert document["orphans"] == []
+    (unknown,) = document["unknown"]
+    assert unknown["identity"] == job.identity and unknown["unknown"].startswith("cannot read every DAG")
+    assert f"unknown: databricks job {job.job} ({job.identity}, found at {job.scan.where})" in found.stderr
+    text = _cli(*args, env={**cache_home, "COLUMNS": "250"})
+    assert text.exit_code == 1 and "No orphan jobs" not in text.stdout, text.output
+    assert "1 job(s) this user cannot judge" in text.stdout
+    done = _cli(*args, "--cancel", "--yes", env={**cache_home, "COLUMNS": "250"})
+    assert done.exit_code == 1, done.output
+    assert (
+        f"kept databricks {job.job}" in done.stdout and "not cancelled: unknown (cannot read" in done.stdout
+    )
+    assert not job.cancelled
