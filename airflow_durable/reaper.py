@@ -201,8 +201,12 @@ def reap(
     for row in orphans:
         if mine(row):
             report.outcomes.append(_handle(api, row, dry_run))
+    # A job of a DAG this API user may not read is never judged: someone who can read it must look.
+    unjudged = [Outcome(row, KEPT, f"not judged: {row.unknown}") for row in listing.unknown if mine(row)]
+    report.outcomes += unjudged
     for outcome in report.outcomes:
-        logger.log(logging.ERROR if outcome.action == ERROR else logging.INFO, "%s", outcome.describe())
+        level = logging.ERROR if outcome.action == ERROR else logging.INFO
+        logger.log(logging.WARNING if outcome in unjudged else level, "%s", outcome.describe())
     return report
 
 

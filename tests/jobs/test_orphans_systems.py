@@ -541,6 +541,31 @@ def test_a_cached_job_of_a_dag_the_user_cannot_read_names_the_dag(case, emulator
     assert len(cache.load()) == 1 and not job.cancelled
 
 
+def test_the_reaper_keeps_a_job_it_cannot_judge_and_warns(case, emulator, airflow, tmp_path, caplog):
+    """The reaper, like ``orphans --cancel``, never ends a job of a DAG its API user may not read: it keeps it
+    and says so at WARNING, naming the DAG."""
+    import logging
+
+    from airflow_durable.jobs.collect import JobCache
+    from airflow_durable.reaper import KEPT, reap
+
+    job = Running(case, emulator)
+    job.add_ti(airflow, "failed", with_record=True)
+    cache = JobCache(tmp_path / "jobs.json")
+    with AirflowApi(airflow.url) as api:
+        find_orphans(api, cache=cache, report=ScanReport(), scan_records=False)  # the cache remembers it
+    airflow.forbid(DAG)
+    with AirflowApi(airflow.url) as api, caplog.at_level(logging.INFO, logger="airflow_durable.reaper"):
+        report = reap(api, cache=cache)
+    (kept,) = report.of(KEPT)
+    assert (
+        kept.reason == f"not judged: cannot read DAG {DAG}" and kept.row.external_id == job.record.external_id
+    )
+    assert report.to_json()["kept"][0]["reason"] == kept.reason
+    assert [r.levelname for r in caplog.records if kept.describe() in r.getMessage()] == ["WARNING"]
+    assert not job.cancelled
+
+
 @pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id.startswith("databricks")][:1])
 def test_the_command_reports_a_job_it_cannot_judge_and_cancel_refuses_it(case, emulator, airflow, cache_home):
     job = Running(case, emulator)
