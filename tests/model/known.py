@@ -218,6 +218,14 @@ IMPOSSIBLE_ON_AIRFLOW_3_3: dict[str, str] = {
         "and its own try resumed (apache/airflow#73454), where cancelling would end the job the try waits "
         "on. The job stays named by the record and the new try, a new epoch, ends it as it starts"
     ),
+    "5:clear-then-mark-deferred-trigger-left-job": (
+        "the user clears a deferred task, marks it (no state yet), and clears it again: the new try, a new "
+        "epoch, runs when the old trigger's on_kill asks. Its note is gone (the new try's XCom clear) and "
+        "Airflow answers running: a newer try that may still run, so the trigger leaves the job to it, which "
+        "ends it as it starts (the record, kept on 3.3, names it in an older epoch; after 3.4's clear the "
+        "new try's lookup finds it). Had the newer try ended (marked) when the trigger asked, the trigger "
+        "cancels (engine-d; scenario clear_then_mark_before_the_new_try_decides). make explore, Databricks"
+    ),
     "2:waits-on-older-lj-after-clear-of-deferred-no-run-reset": (
         "N8 with reset_dag_runs=false: DAG edit lowers retries by the tries used, then a clear that does not "
         "reset the run: max_tries, clear_number and (without OpenTelemetry, where a task instance's carrier "
