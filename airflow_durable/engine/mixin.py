@@ -489,7 +489,8 @@ class DurableJobEngine:
         if self._durable_store is not None and sending is not None:
             # Its submission is out and no id is stored: the job of a lost answer (and a resend's, on a system
             # without an idempotency key) is known only by the token.
-            self._end_jobs_of_token(sending, external_id, "on kill", look_up=True)
+            look_up = external_id is None or self.durable_converge_after_submit
+            self._end_jobs_of_token(sending, external_id, "on kill", look_up=look_up)
             return
         if self._durable_store is not None:
             verdict = self._may_cancel(external_id, recorded=self._durable_recorded)
