@@ -145,6 +145,20 @@ def test_unended_jobs_round_trip_and_are_recognised():
     assert record.to_json()["unended"] == raw["unended"]
 
 
+def test_the_unconverged_mark_round_trips_and_is_absent_from_older_records():
+    """``unconverged`` (the token may name more jobs than the record's): stored only when true, read as
+    false from a record that lacks it (every earlier release's), and refused when it is not a boolean."""
+    base = {"schema": RECORD_SCHEMA, "generation": 1, "token": "t", "state": "submitted", "external_id": 7}
+    assert parse_record(base, _run_id).unconverged is False
+    assert "unconverged" not in parse_record(base, _run_id).to_json()
+    marked = parse_record({**base, "unconverged": True}, _run_id)
+    assert marked.unconverged is True and marked.extra == {}
+    assert marked.to_json()["unconverged"] is True
+    assert "unconverged" not in replace(marked, unconverged=False).to_json()
+    with pytest.raises(ValueError, match="bad unconverged"):
+        parse_record({**base, "unconverged": "yes"}, _run_id)
+
+
 # --------------------------------------------------------------------------- ownership, one rule
 ME = TryIdentity("d", "r", "t", -1, 3, 4, 2, 0)
 

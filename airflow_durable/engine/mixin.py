@@ -275,6 +275,9 @@ class DurableJobEngine:
         #: The token of the intent this try wrote or resumed, and whether its id write went through.
         self._durable_intent_token: str | None = None
         self._durable_recorded = False
+        #: The token of a submission this try sent whose job's id is not stored yet: its job (a lost
+        #: answer's, a resend's) may be known only by that token.
+        self._durable_sending: DurableToken | None = None
         #: The record this try last wrote: a deferral carries it to execute_complete (no re-read).
         self._durable_written: JobRecord | None = None
         self._durable_result: tuple[bool, Any] = (False, None)
@@ -474,15 +477,22 @@ class DurableJobEngine:
         # must not submit (a job it could neither record nor cancel; the next try is a new logical job's).
         self.__dict__["_durable_killed"] = True
         external_id = self._durable_external_id
-        if external_id is None:
+        sending = None if self._durable_recorded else self._durable_sending
+        if external_id is None and sending is None:
             super().on_kill()  # type: ignore[misc]
             return
         if not getattr(self, "cancel_on_kill", True):  # the provider's switch, where it has one
             self.log.info(
                 "task %s: cancel_on_kill=False: leaving job %s running (the record keeps tracking it)",
                 self.task_id,
-                external_id,
+                external_id if external_id is not None else f"of token {sending.text if sending else None}",
             )
+            return
+        if self._durable_store is not None and sending is not None:
+            # Its submission is out and no id is stored: the job of a lost answer (and a resend's, on a system
+            # without an idempotency key) is known only by the token.
+            look_up = external_id is None or self.durable_converge_after_submit
+            self._end_jobs_of_token(sending, external_id, "on kill", look_up=look_up)
             return
         if self._durable_store is not None:
             verdict = self._may_cancel(external_id, recorded=self._durable_recorded)
@@ -636,6 +646,7 @@ class DurableJobEngine:
             self._cancel_unrecorded(job, err)
             raise
         self._durable_recorded = True
+        self._durable_sending = None
 
     def _write_job_id(self, store: StateStore, record: JobRecord, what: str) -> None:
         """Write a record that names a job this try holds, once more if the first write fails: a job whose
@@ -734,6 +745,11 @@ class DurableJobEngine:
                 if jobs:
                     record = replace(record, state="submitted", external_id=jobs[0])
                     duplicates = [job for job in jobs[1:] if not _same(job, jobs[0])]
+            elif record is not None and record.state == "submitted" and record.unconverged:
+                # The try that recorded this job failed before its converging lookup ended: its token may name
+                # another job (a lost answer's, then its resend's). Keep the recorded one, end the others.
+                duplicates = self._converge_recorded(record, context)
+                record = replace(record, unconverged=False)
             status: str | None = None
             phase: JobPhase | None = None
             carry_on = not same and self._durable_clear_keeps
@@ -874,6 +890,55 @@ class DurableJobEngine:
             return None
         self.log.info("task %s: looked up the jobs of %s: %d found", self.task_id, identity, len(found))
         return list(found)
+
+    def _looks_tokens_up(self) -> bool:
+        """Whether `_jobs_of_token` can ask the system (a token lookup, or a lookup by identity)."""
+        return (
+            type(self).durable_find_all is not DurableJobEngine.durable_find_all or self._durable_findable()
+        )
+
+    def _jobs_of_token(self, token: DurableToken, context: Context) -> list[Any]:
+        """Every job carrying ``token``, earliest first: the system's token lookup (`durable_find_all`), else
+        this task instance's jobs (`durable_find`) that carry it; ``[]`` where the system offers neither.
+        A failed lookup raises."""
+        if type(self).durable_find_all is not DurableJobEngine.durable_find_all:
+            return list(self.durable_find_all(token, context))
+        if not self._durable_findable():
+            return []
+        ids: list[Any] = []
+        for job in self._find_by_identity(context) or []:
+            if job.token != token.text:
+                continue
+            try:
+                ids.append(self.durable_parse_id(job.id))
+            except ValueError:
+                continue
+        return ids
+
+    def _converge_recorded(self, record: JobRecord, context: Context) -> list[Any]:
+        """The other jobs the token of an `unconverged` record names (to end as duplicates); a failed lookup
+        fails the try (`DurableLookupError`): reconnecting would leave such a job running untracked."""
+        token = DurableToken(record.token, record.generation)
+        try:
+            found = self._jobs_of_token(token, context)
+        except Exception as err:
+            raise DurableLookupError(
+                f"task {self.task_id}: the try that recorded job {record.external_id!r} failed before it "
+                f"could tell whether its token {record.token} made other jobs (a lost answer, then a "
+                f"resend), and looking the token up failed now ({type(err).__name__}: {err}). Not "
+                "reconnecting: another job of this task may run beside it. The next try looks again."
+            ) from err
+        others = [job for job in found if not _same(job, record.external_id)]
+        if others:
+            self.log.warning(
+                "task %s: token %s names job(s) %s besides the recorded job %s; keeping %s, ending the rest",
+                self.task_id,
+                record.token,
+                others,
+                record.external_id,
+                record.external_id,
+            )
+        return others
 
     def _lookup_failed(self, err: Exception) -> DurableLookupError:
         me = self._me()
@@ -1177,8 +1242,31 @@ class DurableJobEngine:
                 f"task {self.task_id}: the try was told to stop (SIGTERM: marked, cleared or timed out) "
                 "before it submitted: not submitting."
             )
-        submitted_id, resent = self._submit_or_resend(context, gen)
+        self._durable_sending = gen.token
+        try:
+            submitted_id, resent = self._submit_or_resend(context, gen)
+        except Exception:
+            if self.__dict__.get("_durable_killed"):
+                # Told to stop while the submission was out (its answer lost, or not come yet): no resend,
+                # but the submission may have made a job that only its token names.
+                self._end_jobs_of_token(gen.token, None, "told to stop while submitting", look_up=True)
+            raise
         self._hold(submitted_id, Origin.RESENT if gen.resumed or resent else Origin.SUBMITTED)
+        if self.__dict__.get("_durable_killed"):
+            # on_kill ran while the submit (or its resend) was in flight: the task instance was marked,
+            # cleared or timed out, so nothing waits on this job. End it, and on a system without an
+            # idempotency key whatever else the token names (a lost answer's job), instead of recording it.
+            self._end_jobs_of_token(
+                gen.token,
+                submitted_id,
+                "told to stop while submitting",
+                look_up=self.durable_converge_after_submit,
+            )
+            raise DurableError(
+                f"task {self.task_id}: the try was told to stop (SIGTERM: marked, cleared or timed out) "
+                f"while its submission with token {gen.token.text} was in flight: the job it made is not "
+                "waited on."
+            )
         try:
             return self._record_submission(context, store, salt, gen, intent, submitted_id)
         except (DurableForeignJobError, DurableStateError):
@@ -1227,17 +1315,21 @@ class DurableJobEngine:
             external_id=job,
             owner_try=self._me().try_number,
             submitted_at=_iso(_utcnow()),
+            # Without an idempotency key the converging lookup did not end: the token may name another job
+            # (a lost answer's, before a resend), which the next try looks up before it reconnects.
+            unconverged=self.durable_converge_after_submit,
         )
         try:
             self._record_job(store, held, job)
         except DurableStateError:
             return
         self.log.error(
-            "task %s: recorded job %s before failing (%s: %s): the next try reconnects to it",
+            "task %s: recorded job %s before failing (%s: %s): the next try reconnects to it%s",
             self.task_id,
             job,
             type(err).__name__,
             err,
+            f", after looking token {intent.token} up for other jobs" if held.unconverged else "",
         )
 
     def _record_submission(
@@ -1324,6 +1416,67 @@ class DurableJobEngine:
         kept = self._cancel_duplicates(store, submitted, duplicates, own=submitted_id)
         self._durable_duplicates = ()
         return kept
+
+    def _end_jobs_of_token(self, token: DurableToken, held: Any, why: str, *, look_up: bool) -> None:
+        """The try was told to stop while its submission with ``token`` was out, before the job's id was
+        stored: end ``held`` (what the submit returned, if anything) and, with ``look_up``, every other job
+        the token names, where this try may (`may_cancel`). Never raises: the try ends either way."""
+        look_up = look_up and self._looks_tokens_up()
+        if held is None and not look_up:
+            self.log.warning(
+                "task %s: %s: a job its submission made is known only by token %s, which %s cannot look up; "
+                "the record keeps the token",
+                self.task_id,
+                why,
+                token.text,
+                self.durable_system or type(self).__name__,
+            )
+            return
+        knowledge = self._knowledge()
+        if knowledge.read is Read.SKIPPED:
+            self.log.warning(
+                "task %s: %s inside a call to Airflow: cannot check who owns the jobs of token %s; the "
+                "record keeps the token",
+                self.task_id,
+                why,
+                token.text,
+            )
+            return
+        if look_up and knowledge.read is not Read.OK:
+            # No record to read: the verdict on what the lookup finds does not depend on the job. Ask first.
+            verdict = self._may_cancel(None, recorded=False, origin=Origin.RESENT, knowledge=knowledge)
+            if not verdict.allowed:
+                self.log.warning(
+                    "task %s: %s: not looking token %s up: %s", self.task_id, why, token.text, verdict.reason
+                )
+                look_up = False
+        jobs: list[Any] = [held] if held is not None else []
+        if look_up:
+            try:
+                found = self._jobs_of_token(token, self._durable_context or {})
+            except Exception as err:
+                self.log.error(
+                    "task %s: %s: looking token %s up failed (%s: %s); a job it made may run on, named by "
+                    "that token in the record",
+                    self.task_id,
+                    why,
+                    token.text,
+                    type(err).__name__,
+                    err,
+                )
+                found = []
+            jobs += [job for job in found if not any(_same(job, known) for known in jobs)]
+        if not jobs:
+            self.log.info("task %s: %s: no job carries token %s", self.task_id, why, token.text)
+        for job in jobs:
+            origin = self._durable_origin if _same(job, held) else Origin.RESENT
+            verdict = self._may_cancel(job, recorded=False, origin=origin, knowledge=knowledge)
+            if not verdict.allowed:
+                self.log.warning(
+                    "task %s: %s: not cancelling job %s: %s", self.task_id, why, job, verdict.reason
+                )
+                continue
+            self._cancel_quietly(job, f"{why} ({verdict.reason})")
 
     def _cancel_unrecorded(self, external_id: Any, err: Exception) -> None:
         """The id could not be stored: cancel the job if this try may (nobody else tracks it)."""

@@ -6,7 +6,8 @@ One JSON value per task instance under the operator's ``external_id_key``, share
      "state": "submitting" | "submitted" | "done", "external_id": <id or null>,
      "epoch": 0, "max_tries": 2, "clear_number": 0, "retries": 2, "clear_mark": "5be0…", "owner_try": 3,
      "intent_at": "…", "submitted_at": "…", "deadline": "…",
-     "unended": [{"external_id": 1037, "generation": 1, "token": "afd-…-g1", …}], "history": [...], ...}
+     "unended": [{"external_id": 1037, "generation": 1, "token": "afd-…-g1", …}], "history": [...],
+     "unconverged": true, ...}
 
 * ``submitting`` is written before the external call, ``submitted`` (with the id) before waiting, ``done``
   as the last step of success.
@@ -16,6 +17,10 @@ One JSON value per task instance under the operator's ``external_id_key``, share
   have one; ``epoch`` is ``max_tries - retries``, kept for readers of older releases.
 * ``unended`` holds every job of an older generation or clear epoch that is not known to have ended (its
   cancel failed, or was only requested): a record never forgets a job that may still run.
+* ``unconverged`` (stored only when true): on a system without an idempotency key, the try that wrote this
+  ``submitted`` record failed before its converging lookup of the token ended (a read after the submit
+  failed), so the token may name more jobs than ``external_id`` (a lost answer's job and its resend's).
+  The next try looks the token up before it reconnects. Absent in records of earlier releases: false.
 
 Only this module knows the stored shape. Older schemas are upgraded once, here, when a value is parsed;
 every write is in the current schema. A value of a newer schema than this release knows is refused
@@ -77,6 +82,7 @@ _OWN_FIELDS = frozenset(
         "deadline",
         "unended",
         "history",
+        "unconverged",
         CLEARED_FIELD,
         # written from the operator on every write (`DurableJobEngine._write_record`)
         "operator",
@@ -122,6 +128,8 @@ class JobRecord:
     history: tuple[dict[str, Any], ...] = field(default=())
     #: The mark of a clear while the try ran (`CLEARED_FIELD`): the record is of an ended logical job.
     cleared_while_running: Mapping[str, Any] | None = None
+    #: The token may name more jobs than ``external_id``: the writing try's converging lookup never ended.
+    unconverged: bool = False
     #: Fields of a newer release, written back unchanged.
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: The schema the value was stored in, when `parse_record` upgraded it (never written).
@@ -169,6 +177,8 @@ class JobRecord:
             value["history"] = [dict(entry) for entry in self.history[-HISTORY_LIMIT:]]
         if self.cleared_while_running is not None:
             value[CLEARED_FIELD] = dict(self.cleared_while_running)
+        if self.unconverged:
+            value["unconverged"] = True
         return value
 
     def with_history(self, entry: dict[str, Any]) -> JobRecord:
@@ -247,6 +257,9 @@ def _parse(raw: dict[str, Any], parse_id: Callable[[Any], Any], upgraded_from: s
     cleared = raw.get(CLEARED_FIELD)
     if cleared is not None and not isinstance(cleared, dict):
         raise RecordError(f"bad {CLEARED_FIELD} {cleared!r}")
+    unconverged = raw.get("unconverged", False)
+    if not isinstance(unconverged, bool):
+        raise RecordError(f"bad unconverged {unconverged!r}")
     unended = raw.get("unended") or []
     if not isinstance(unended, list) or not all(isinstance(entry, dict) for entry in unended):
         raise RecordError(f"bad unended {unended!r}")
@@ -286,6 +299,7 @@ def _parse(raw: dict[str, Any], parse_id: Callable[[Any], Any], upgraded_from: s
         unended=tuple(kept),
         history=tuple(entry for entry in history if isinstance(entry, dict)),
         cleared_while_running=cleared,
+        unconverged=unconverged,
         extra={k: v for k, v in raw.items() if k not in _OWN_FIELDS},
         upgraded_from=upgraded_from,
     )

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from typing import Any
 
 import pytest
 
+from airflow_durable import catalogue
 from airflow_durable.engine import RECORD_SCHEMA, RECORD_SCHEMA_V1, DurableStateError
 from tests.conformance.systems import PATHS, SystemCase, job_ids, runner_for
 from tests.harness import DURABLE, TaskRunner, record_state
@@ -237,6 +239,103 @@ def test_a_failed_id_write_after_a_resend_cancels_the_duplicate_too(case, emulat
     jobs = job_ids(case, emulator)
     assert len(jobs) == 2, jobs
     assert [job for job in jobs if not cancelled(case, emulator, job)] == []
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_read_that_fails_after_a_resend_leaves_the_other_job_to_the_retry(case, emulator, deferrable):
+    """A submission's answer is lost; the resend of the same token makes a second job (no idempotency key),
+    and the read that follows it (the converging lookup of the token) fails. The try records the job it
+    holds, says in the record that its token may name more, and fails. The retry looks the token up before
+    it reconnects and cancels the other job: it ran on untracked before (the model found it on EMR steps
+    and Batch)."""
+    operator = case.make(emulator, deferrable)
+    if not getattr(operator, "durable_converge_after_submit", False):
+        pytest.skip(f"{case.id}: the system's idempotency key makes a resend return the same job")
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = TaskRunner(lambda: case.make(emulator, deferrable), retries=1)
+    case.lose_submit_answers(emulator)
+    try_1 = [True]
+
+    def after_the_resend(request: Any) -> bool:
+        return try_1[0] and not case.is_submit(request) and len(case.submissions(emulator)) >= 2
+
+    emulator.faults.add(status=case.transient_status, times=None, predicate=after_the_resend)
+    failed = runner.run_try()
+    try_1[0] = False
+    assert failed.state == "failed", failed.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2, jobs
+    record = dict(runner.store.data[case.external_id_key])
+    (kept,) = [job for job in jobs if case.stored_id(job) == record["external_id"]]
+    emulator.script(kept, case.lifecycle(active_reads=2)[1:])  # ends within the provider's wait
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert job_ids(case, emulator) == jobs, "the retry submitted again"
+    assert [job for job in jobs if not cancelled(case, emulator, job)] == [kept]
+    assert record["state"] == "submitted" and record.get("unconverged") is True, record
+    assert "unconverged" not in runner.store.data[case.external_id_key]
+
+
+def _jobs_after(case: SystemCase, emulator: Any, count: int) -> list[Any]:
+    """The jobs the system created, once there are ``count`` of them (a try submits in another thread)."""
+    deadline = time.monotonic() + 60
+    while len(jobs := job_ids(case, emulator)) < count:
+        assert time.monotonic() < deadline, f"only {jobs} were created"
+        time.sleep(0.01)
+    return jobs
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+@pytest.mark.parametrize("sigterm_during", ["submit", "resend"])
+def test_a_mark_while_a_lost_answer_is_resent_ends_every_job_of_its_token(
+    case, emulator, deferrable, sigterm_during
+):
+    """A submission's answer is lost, and the user marks the running task success while that submit (or
+    the try's resend of its token) is in flight: the SIGTERM's on_kill holds no job id. A try told to stop
+    sends nothing more, and ends every job its token names: on_kill looks the token up, and the main thread
+    ends what the resend in flight hands back instead of recording and waiting on it. The job of the lost
+    answer ran on after the mark before (the model found it on EMR steps)."""
+    operator = case.make(emulator, deferrable)
+    if not getattr(operator, "cancel_on_kill", True):
+        pytest.skip(f"{case.id} leaves jobs running on kill by default (cancel_on_kill=False)")
+    row = catalogue.LOOKUPS.get(case.external_id_key)
+    if sigterm_during == "submit" and row is not None and not row.implemented:
+        pytest.skip(f"{case.id}: no lookup ({row.reason}); a stopped try does not resend the token")
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = TaskRunner(lambda: case.make(emulator, deferrable), retries=0)
+    late = 3.0  # the in-flight answer comes this late: on_kill runs meanwhile
+    if sigterm_during == "submit":
+        emulator.faults.add(
+            status=case.transient_status, latency=late, after=True, times=1, predicate=case.is_submit
+        )
+    else:
+        case.lose_submit_answers(emulator)
+        emulator.faults.add(status=None, latency=late, after=True, times=1, predicate=case.is_submit)
+    operator, context = runner.start_try()
+    errors: list[BaseException] = []
+
+    def execute() -> None:
+        try:
+            operator.execute(context)
+        except BaseException as err:  # noqa: BLE001 - the test inspects it
+            errors.append(err)
+
+    thread = threading.Thread(target=execute)
+    thread.start()
+    try:
+        resends = 2 if sigterm_during == "resend" and operator.durable_converge_after_submit else 1
+        _jobs_after(case, emulator, resends)
+        if sigterm_during == "resend" and resends == 1:
+            time.sleep(late / 3)  # an idempotent resend makes no job: let it reach the service
+        runner.ti.state = "success"  # the user's mark; the heartbeat's 409 → SIGTERM → on_kill
+        operator.on_kill()
+    finally:
+        thread.join(60)
+    assert not thread.is_alive()
+    assert len(errors) == 1, errors
+    jobs = job_ids(case, emulator)
+    assert jobs, "the lost answer's job is missing"
+    assert [job for job in jobs if not cancelled(case, emulator, job)] == [], "a job runs on after the mark"
 
 
 def test_a_mark_while_running_ends_the_job_even_when_the_record_cannot_be_read(case, emulator):

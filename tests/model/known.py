@@ -3,8 +3,8 @@
 ``make test`` records these instead of failing on them. Four tables, because they are emptied by
 different work:
 
-* `KNOWN_VIOLATIONS`: engine findings whose fix has not landed (empty: every finding of issue 22 is fixed,
-  or listed below); a violation not listed fails the model. The findings the model showed on the engine of
+* `KNOWN_VIOLATIONS`: engine findings whose fix has not landed (empty: every finding of issues 22 and 23
+  is fixed); a violation not listed fails the model. The findings the model showed on the engine of
   ``59ecc40`` are listed in docs/dev/model.md ("What it found"); their scenarios in
   ``tests/model/scenarios.py`` are regression tests now.
 * `REAPER`: an active job nothing tracks and no try will come to find (issue 23: every job carries its task
@@ -32,34 +32,8 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-KNOWN_VIOLATIONS: dict[str, str] = {
-    # Reported to the lead; not the lookup path: issue 22's convergence where no idempotency key exists.
-    "1:two-live-jobs-after-lost-answer-creator-ended-failed": (
-        "engine, open (EMR steps, Batch; make explore on forgets): the service took a submission whose "
-        "answer was lost, the same try resent the token (a second job: no idempotency key), and a read "
-        "between that submit and the id write failed (EMR steps: the converging ListSteps itself; Batch: "
-        "the DescribeJobs after ListJobs found both): the try records only the job it holds "
-        "(_record_held_job) and fails, saying nothing of the other job with its token; the retry reconnects "
-        "to the recorded job and never looks the token up again, so the first job runs on, named by "
-        "nothing. Sequence (emr_add_steps or batch, sync, retries=1): service_fault submit; try 1 starts "
-        "and submits (answer lost); service_fault status; try 1 resends and fails at the read; try 2 starts "
-        "and reconnects"
-    ),
-    "5:mark-running-on-kill-left-job-answer-lost": (
-        "engine, open (EMR steps; make explore on forgets, shrunk): the service took a submission whose "
-        "answer was lost; the user marks the task success before the try resends; the SIGTERM's on_kill "
-        "has no id to cancel (the record holds only the token). The main thread then resends the token "
-        "anyway (a try whose on_kill ran must not submit: it does for a resend), converges on the earliest "
-        "job (the lost answer's), cancels the resend's and records the earliest, which runs on after the "
-        "mark, named by the record (orphans reports it). Sequence (emr_add_steps, sync, retries=0): "
-        "service_fault submit; try 1 submits (answer lost); mark success; heartbeat (SIGTERM, on_kill)"
-    ),
-    "3:*never-recorded-duplicate-*": (
-        "engine, open: the same convergence: the lost answer's job after the retry reconnected (above). "
-        "(Its twin, a duplicate left when the id write after the converging lookup failed, is fixed: "
-        "test_logical_job_edges.py::test_a_failed_id_write_after_a_resend_cancels_the_duplicate_too)"
-    ),
-}
+#: Empty: every engine finding of issues 22 and 23 is fixed (docs/dev/model.md, "What it found").
+KNOWN_VIOLATIONS: dict[str, str] = {}
 
 _REAPER = "ended by the opt-in reaper / orphans via the systems (issue 23 items 4, 5)"
 
@@ -92,6 +66,12 @@ REAPER: dict[str, str] = {
         "job's id, the SIGTERM landed inside that very channel call, and the supervisor's SIGKILL came "
         "before the call returned: on_kill could not ask Airflow who owns the job (engine/ownership.py, "
         "Read.SKIPPED) and the marked task instance runs no try again"
+    ),
+    "3:never-recorded-duplicate-answer-lost-creator-ended-failed": (
+        f"{_REAPER}: a lost answer's token was resent (a second job: no idempotency key) and a read between "
+        "that submit and the id write failed; the try recorded the job it holds, marked the record "
+        "unconverged (its token may name another job) and failed, with no retry left. A retry would look "
+        "the token up and end the other job (scenario lost_answer_resent_then_a_read_fails)"
     ),
     "1:two-live-jobs-after-lost-answer-*": (
         f"{_REAPER}: the try that resent a lost answer's token (two jobs, no idempotency key) was killed or "
@@ -183,6 +163,12 @@ REAPER: dict[str, str] = {
 }
 
 NO_LOOKUP: dict[str, str] = {
+    "5:*on-kill-left-job-answer-lost-no-lookup": (
+        "a submission's answer was lost and the user marked the task before the try stored an id: on_kill "
+        "has no id to cancel and the system cannot list the job by its token (Databricks run-now); the "
+        "main thread, told to stop, sends nothing more and ends the job only if a resend already in flight "
+        "hands it back before the SIGKILL"
+    ),
     "3:no-lookup-*": (
         "the system offers no lookup of a task instance's jobs (catalogue Lookup.implemented False: "
         "Databricks run-now takes no run name or tags and its idempotency_token is not listed; the "
@@ -201,14 +187,16 @@ NO_LOOKUP: dict[str, str] = {
 #: What a try cannot tell apart with what Airflow 3.3 tells it (docs/dev/model.md, "Indistinguishable
 #: situations"); the clear listener and the trace-carrier clear mark emptied it of everything else.
 IMPOSSIBLE_ON_AIRFLOW_3_3: dict[str, str] = {
-    "5:mark-then-clear-running-on-kill-left-job": (
+    "5:mark-then-clear-running-on-kill-left-job*": (
         "N4 once the clear's new try has started: the user marks a running task, then clears it before the "
         "try's next heartbeat. The SIGTERM's on_kill cannot read its record (its task-instance id is "
         "superseded); with no state yet it cancels, but a new try's scheduled/queued/running is exactly "
         "what Airflow answers about a zombie whose retry reconnected to the job by "
         "its token (finding 4): cancelling would end that retry's job. The job stays named by the record, "
         "and the clear's new try, a new epoch, ends it as it starts (the new-epoch cells of "
-        "tests/conformance/test_logical_job_edges.py)"
+        "tests/conformance/test_logical_job_edges.py). ``-answer-lost``: the job of a submission whose "
+        "answer was lost, which the record names by its token only; the new epoch's try finds it by that "
+        "token (scenario mark_then_clear_then_a_new_try_while_a_lost_answer_is_resent)"
     ),
     "5:mark-then-clear-deferred-trigger-left-job": (
         "the deferred twin of N4: the user marks a deferred task, then clears it, and a new try starts "
@@ -218,7 +206,7 @@ IMPOSSIBLE_ON_AIRFLOW_3_3: dict[str, str] = {
         "and its own try resumed (apache/airflow#73454), where cancelling would end the job the try waits "
         "on. The job stays named by the record and the new try, a new epoch, ends it as it starts"
     ),
-    "5:clear-then-mark-deferred-trigger-left-job": (
+    "5:clear-then-mark-then-clear-deferred-trigger-left-job": (
         "the user clears a deferred task, marks it (no state yet), and clears it again: the new try, a new "
         "epoch, runs when the old trigger's on_kill asks. Its note is gone (the new try's XCom clear) and "
         "Airflow answers running: a newer try that may still run, so the trigger leaves the job to it, which "

@@ -730,6 +730,98 @@ def clear_after_retries_lowered(world: World) -> str:
     return "2:waits-on-older-lj-after-clear-of-deferred"
 
 
+def lost_answer_resent_then_a_read_fails(world: World) -> str | None:
+    """Issue 22's convergence where no idempotency key exists (engine finding (a)): the service takes try
+    1's submission and its answer is lost; try 1 resends the token (on EMR steps and Batch: a second job)
+    and a read between that submit and the id write fails (EMR steps: the converging ListSteps; Batch: the
+    DescribeJobs after ListJobs). Try 1 records the job it holds, marked unconverged (its token may name
+    more jobs), and fails; try 2 looks the token up before it reconnects and cancels the other job. With an
+    idempotency key (Databricks) the resend returns the one job: nothing to converge."""
+    act(
+        world,
+        "service_fault",
+        "the service's next submission takes effect, its answer is lost",
+        lambda: world.service_fault("submit"),
+    )
+    p1 = start(world)
+    until_parked(world, p1, "http", after_jobs=1)  # the first submit made its job; the resend is next
+    act(world, "service_fault", "the service's next status read fails", lambda: world.service_fault("status"))
+    until_exit(world, p1)
+    p2 = start(world)
+    until_waiting(world, p2)
+    live = [job for job in world.jobs.values() if world.active(job)]
+    assert len(live) <= 1, f"{len(live)} jobs of one logical job run\n" + "\n".join(world.log)
+    converges = bool(getattr(world._declared, "durable_converge_after_submit", False))
+    return (
+        "3:missed-by-lookup-never-recorded-duplicate-answer-lost-creator-ended-failed" if converges else None
+    )
+
+
+def mark_while_a_lost_answer_is_resent(world: World) -> str | None:
+    """Engine finding (c): the service takes try 1's submission and its answer is lost; the user marks the
+    running task success before the try resends the token; the SIGTERM's on_kill has no id to cancel (the
+    record holds only the token). A try whose on_kill ran must not submit, not even a resend: it looks its
+    token up and cancels what it names (the task instance was marked)."""
+    act(
+        world,
+        "service_fault",
+        "the service's next submission takes effect, its answer is lost",
+        lambda: world.service_fault("submit"),
+    )
+    p1 = start(world)
+    until_parked(world, p1, "http", after_jobs=1)
+    act(world, "mark", "user marks the task success (running)", lambda: world.mark(af.SUCCESS))
+    act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
+    until_killer_done(world, p1)
+    until_exit(world, p1)
+    return "5:mark-running-on-kill-left-job-answer-lost"
+
+
+def _lost_answer_then_mark_then_clear(world: World) -> Process:
+    act(
+        world,
+        "service_fault",
+        "the service's next submission takes effect, its answer is lost",
+        lambda: world.service_fault("submit"),
+    )
+    p1 = start(world)
+    until_parked(world, p1, "http", after_jobs=1)
+    act(world, "mark", "user marks the task success (running)", lambda: world.mark(af.SUCCESS))
+    act(world, "clear", "user clears the task (success)", world.clear)
+    return p1
+
+
+def mark_then_clear_while_a_lost_answer_is_resent(world: World) -> None:
+    """Finding (c) after a clear (``5:mark-then-clear-running-on-kill-left-job-answer-lost`` before the fix;
+    the key is listed now for the case below, a new try started): as above, and the user clears the marked
+    task before the try's next heartbeat. on_kill cannot read its record (its task-instance id is
+    superseded); Airflow answers no state (no try started since): a new logical job begins, so on_kill looks
+    the token up and ends the lost answer's job, and the main thread ends what its resend made."""
+    p1 = _lost_answer_then_mark_then_clear(world)
+    act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
+    until_killer_done(world, p1)
+    until_exit(world, p1)
+    live = [job for job in world.jobs.values() if world.active(job)]
+    assert not live, f"jobs {[j.ledger_id for j in live]} run on\n" + "\n".join(world.log)
+
+
+def mark_then_clear_then_a_new_try_while_a_lost_answer_is_resent(world: World) -> str:
+    """The same with the clear's new try already running when the SIGTERM's on_kill asks: "running" is what
+    a zombie's retry that reached the job by its token shows too (N4, a limit of Airflow 3.3), so neither
+    on_kill nor the stopped main thread ends the jobs of its token; the new epoch's try finds them by the
+    older intent's token and ends them before it submits its own."""
+    p1 = _lost_answer_then_mark_then_clear(world)
+    p2 = start(world)
+    act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
+    until_killer_done(world, p1)
+    until_exit(world, p1)
+    old = [job for job in world.jobs.values() if job.lj < world.lj]
+    until_waiting(world, p2)
+    live = [job.ledger_id for job in old if world.active(job)]
+    assert not live or not world._lookup_ends_jobs(), f"older jobs {live} run on\n" + "\n".join(world.log)
+    return "5:mark-then-clear-running-on-kill-left-job-answer-lost"
+
+
 #: name → (scenario, requirements on the world: deferrable / retries / trigger_ids).
 def deferral_timeout_then_retry(world: World) -> str | None:
     """Try 1 defers and its trigger polls; the deferral times out (``check_trigger_timeouts``); the resumed
@@ -837,6 +929,22 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     ),
     "new_epoch_submits_after_failed_status_read": (
         new_epoch_submits_after_failed_status_read,
+        {"deferrable": False, "retries": 0},
+    ),
+    "lost_answer_resent_then_a_read_fails": (
+        lost_answer_resent_then_a_read_fails,
+        {"deferrable": False, "retries": 1},
+    ),
+    "mark_while_a_lost_answer_is_resent": (
+        mark_while_a_lost_answer_is_resent,
+        {"deferrable": False, "retries": 0},
+    ),
+    "mark_then_clear_while_a_lost_answer_is_resent": (
+        mark_then_clear_while_a_lost_answer_is_resent,
+        {"deferrable": False, "retries": 0},
+    ),
+    "mark_then_clear_then_a_new_try_while_a_lost_answer_is_resent": (
+        mark_then_clear_then_a_new_try_while_a_lost_answer_is_resent,
         {"deferrable": False, "retries": 0},
     ),
 }

@@ -1359,6 +1359,11 @@ class World:
             and bool(getattr(operator, "cancel_on_kill", True))
         )
 
+    def _lists_jobs(self) -> bool:
+        """Whether this operator's system lists a task instance's jobs (catalogue ``Lookup.implemented``)."""
+        lookup = catalogue.LOOKUPS.get(self._declared.external_id_key)
+        return lookup is not None and lookup.implemented
+
     def coming_lookup_misses(self, job: Job) -> str | None:
         """Whether the try to come finds ``job`` by a lookup and ends it (then it is tracked): ``None`` if
         it does, else why not (``""``: no try is to come; only the opt-in reaper or ``orphans`` through the
@@ -1505,6 +1510,8 @@ class World:
                 # No record ever named it (its creator failed before the id write, and the creator's own
                 # cancel may have failed too): the next issue's lookup by token, whatever the cancel did.
                 situation = f"never-recorded-old-job-survives-{_slug(cause)}"
+                if not self._lookup_ends_jobs():
+                    situation += "-no-lookup"  # only a lookup could resolve the token the record keeps
             elif old.cancel_failed:
                 situation = "old-job-dropped-after-failed-cancel"
             elif self.named(old):  # kept in the record (e.g. its status unknown) but never cancelled
@@ -1670,8 +1677,11 @@ class World:
                     for x in self.ljs
                 ):
                     # Cleared first (the record kept): the new try's start took the trigger's note, so
-                    # Airflow's "ended" cannot be told to be about the trigger's own try.
-                    situation = "clear-then-mark-deferred"
+                    # Airflow's "ended" cannot be told to be about the trigger's own try. Cleared again
+                    # after the mark, a new try runs: the trigger leaves the job to it.
+                    situation = (
+                        "clear-then-mark-then-clear-deferred" if cleared else "clear-then-mark-deferred"
+                    )
                 self.violate(
                     "5",
                     f"{situation}-trigger-left-job",
@@ -1710,8 +1720,11 @@ class World:
         for key in process.knows:
             job = self.jobs.get(key)
             if job is not None and job.lj == process.lj and self.active(job) and not job.cancel_failed:
-                # A job whose submission's answer was lost: the try never had its id to cancel.
+                # A job whose submission's answer was lost: the try never had its id to cancel, and on_kill
+                # finds it only by its token, where the system lists jobs (catalogue Lookup.implemented).
                 lost = "-answer-lost" if job.answer_lost else ""
+                if lost and not self._lists_jobs():
+                    lost += "-no-lookup"
                 self.violate(
                     "5",
                     (
