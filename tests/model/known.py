@@ -38,6 +38,14 @@ KNOWN_VIOLATIONS: dict[str, str] = {}
 _REAPER = "ended by the opt-in reaper / orphans via the systems (issue 23 items 4, 5)"
 
 REAPER: dict[str, str] = {
+    "3:never-recorded-*-state-discarded*": (
+        f"{_REAPER}: Airflow 3.4's clear discarded the record while a try's submit was in flight; on_kill "
+        "left the job to the next try (a clear that keeps the state carries on with it: the try cannot tell "
+        "which clear it was), whose lookup ran before the submit landed; the old try cannot record the job "
+        "(its task-instance id is superseded) and, a newer try running, does not cancel it (it may be that "
+        "try's, finding 4). The job carries the identity, and no record names its token: once the task "
+        "instance ends, the reaper ends it (make explore, EMR steps, on engine-ac)"
+    ),
     "3:never-recorded-*-cancel-failed": (
         f"{_REAPER}: a double fault: the try could not write its job's id (its task instance superseded by "
         "a clear, or the store down) and the service refused every cancel of it (on_kill's and the main "

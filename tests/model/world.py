@@ -1445,6 +1445,12 @@ class World:
             return (
                 f"never-recorded{duplicate}{'-answer-lost' if job.answer_lost else ''}-creator-{fate}"
                 + ("-run-deleted" if gone else "")
+                # Airflow 3.4's clear deleted the record after the job's submit began: no token of it stays.
+                + (
+                    "-state-discarded"
+                    if any(x.detail.get("state_discarded") for x in self.ljs[job.lj :])
+                    else ""
+                )
                 + ("-cancel-failed" if job.cancel_failed else "")  # its creator tried to end it: refused
             )
         situation = f"unnamed-by-{(job.unnamed_by or 'overwritten').replace(' ', '-')}"
