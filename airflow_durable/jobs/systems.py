@@ -644,8 +644,13 @@ def _batch_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
     read = 0
     for queue in queues:
         for status in sorted(active):
-            kwargs: dict[str, Any] = {"jobQueue": queue, "jobStatus": status, "maxResults": min(100, limit)}
+            # One listing per queue and status: the bound counts across them, so a listing left unread is
+            # said (its status may hold jobs) and no page reads past the bound.
+            if read >= limit:
+                raise _Truncated(read)
+            kwargs: dict[str, Any] = {"jobQueue": queue, "jobStatus": status}
             while True:
+                kwargs["maxResults"] = min(100, limit - read)
                 page = client.list_jobs(**kwargs)
                 ids = [summary["jobId"] for summary in page.get("jobSummaryList", [])]
                 read += len(ids)

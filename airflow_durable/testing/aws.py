@@ -16,7 +16,8 @@ server on 127.0.0.1 that speaks the AWS wire protocols. It is built from two pie
 
 Subclasses (one per AWS service, e.g. `BatchEmulator`) say which
 operations submit, read status and cancel, how a job's state is pushed into moto's backend, and may
-serve operations moto lacks themselves (``local_operations``).
+serve operations moto lacks themselves (``local_operations``) and page list operations moto answers whole
+(``paged_operations``: the page size and token the service takes, an opaque token per page).
 
 Faults match ``path_contains`` against the call's *logical path* ``/<service>/<Operation>``
 (e.g. ``"/batch/DescribeJobs"``), because AWS JSON-protocol calls all ``POST /``; ``transport`` tells
@@ -32,11 +33,13 @@ imports nothing from Airflow.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import datetime as dt
 import http.client
 import json
 import os
 import re
+import secrets
 import shutil
 import threading
 import time
@@ -58,7 +61,7 @@ from airflow_durable.testing._core import (
     set_environ,
 )
 
-__all__ = ["AwsCall", "AwsEmulator", "AwsJob", "MotoServer", "aws_error"]
+__all__ = ["AwsCall", "AwsEmulator", "AwsJob", "ListPaging", "MotoServer", "aws_error"]
 
 #: moto's default account; every emulated resource lives there.
 ACCOUNT_ID = "123456789012"
@@ -252,6 +255,36 @@ class _AwsFront(LoopbackServer):
             return Response(500, _error_body(500, f"emulator error: {type(e).__name__}: {e}"))
 
 
+@dataclass(frozen=True)
+class ListPaging:
+    """How a service pages a list operation that moto answers whole (see `AwsEmulator.paged_operations`).
+
+    ``size_param`` and ``token_param`` are the wire names of the request's page size and token (in the JSON
+    body or the query string); the answer's token is ``token_param`` too, as in every AWS API that pages
+    this way.
+    """
+
+    #: The answer's list member.
+    member: str
+    #: The member that identifies an entry (a job id): a page never repeats an entry already served.
+    id_member: str
+    size_param: str = "maxResults"
+    token_param: str = "nextToken"
+    #: Entries a page holds when the request names no size.
+    default_size: int = 100
+    #: The largest size a request may name.
+    max_size: int = 1000
+    #: The error code (HTTP 400) the service answers a bad size or token with.
+    error_code: str = "ValidationException"
+
+
+@dataclass(frozen=True)
+class _PageToken:
+    operation: str
+    query: str  # the request without its page parameters: a token answers only the listing that gave it
+    served: frozenset[str]
+
+
 # --------------------------------------------------------------------------- the base emulator
 class AwsEmulator(ScriptedEmulator):
     """Base class of the AWS service emulators; see the module docstring.
@@ -285,6 +318,9 @@ class AwsEmulator(ScriptedEmulator):
     #: List operations answered through moto whose answers follow ``list_lag_reads`` / ``list_lag_seconds``:
     #: ``operation -> (the answer's list member, the entry's id member)``.
     list_operations: ClassVar[Mapping[str, tuple[str, str]]] = {}
+    #: List operations moto answers in one page that the emulator pages as the service does (after the list
+    #: lag); moto never sees their page parameters.
+    paged_operations: ClassVar[Mapping[str, ListPaging]] = {}
 
     def __init__(
         self,
@@ -300,6 +336,7 @@ class AwsEmulator(ScriptedEmulator):
         self.account_id = ACCOUNT_ID
         self._moto = moto
         self._tokens: dict[str, tuple[str, bytes, dict[str, str]]] = {}
+        self._page_tokens: dict[str, _PageToken] = {}
         #: Seconds a native token deduplicates after its job was created (``None``: while the service
         #: holds the job). A test sets it, or calls `forget_token`, to model a lapsed token.
         self.token_window: float | None = None
@@ -333,6 +370,7 @@ class AwsEmulator(ScriptedEmulator):
         if self.uses_moto:
             self.moto.start()
             self.moto.reset()
+            self._page_tokens.clear()  # they page listings of the state moto just forgot
             self.configure_moto()
         self.server.start()
         return self
@@ -502,6 +540,80 @@ class AwsEmulator(ScriptedEmulator):
         body[member] = kept
         return Response(response.status, headers=dict(response.headers), raw=json.dumps(body).encode())
 
+    def _page_request(self, call: AwsCall, paging: ListPaging) -> tuple[int, _PageToken, Request]:
+        """The page a list call asks for (its size, what earlier pages served) and the request moto gets:
+        the same without the page parameters, so that moto answers the whole list."""
+        request = call.request
+        page_params = (paging.size_param, paging.token_param)
+        body = dict(request.json) if isinstance(request.json, dict) else None
+        query = dict(request.query)
+
+        def param(name: str) -> Any:
+            return body[name] if body is not None and body.get(name) is not None else query.get(name)
+
+        def fail(message: str) -> EmulatorError:
+            return aws_error(400, paging.error_code, message)
+
+        size: Any = param(paging.size_param)
+        if size is None:
+            size = paging.default_size
+        else:
+            try:
+                size = int(size)
+            except (TypeError, ValueError):
+                raise fail(f"{paging.size_param} must be an integer, got {size!r}") from None
+            if not 1 <= size <= paging.max_size:
+                raise fail(f"{paging.size_param} must be between 1 and {paging.max_size}, got {size}")
+        rest = {k: v for k, v in call.params.items() if k not in page_params}
+        rest_query = {k: v for k, v in query.items() if k not in page_params}
+        key = json.dumps([rest, rest_query], sort_keys=True, default=str)
+        token_text = param(paging.token_param)
+        if token_text is None:
+            token = _PageToken(call.operation, key, frozenset())
+        else:
+            found = self._page_tokens.get(str(token_text))
+            if found is None or found.operation != call.operation:
+                raise fail(f"{paging.token_param} {str(token_text)[:64]!r} is not a token this service gave")
+            if found.query != key:
+                raise fail(f"{paging.token_param} belongs to another {call.operation} request")
+            token = found
+        if body is not None:
+            for name in page_params:
+                body.pop(name, None)
+        for name in page_params:
+            query.pop(name, None)
+        forwarded = dataclasses.replace(
+            request,
+            json=body if body is not None else request.json,
+            body=json.dumps(body).encode() if body is not None else request.body,
+            query=query,
+        )
+        return size, token, forwarded
+
+    def _page(self, response: Response, paging: ListPaging, size: int, token: _PageToken) -> Response:
+        """One page of the whole list: the first ``size`` entries no earlier page served, in the service's
+        order; a new token while more remain. Remembering what was served, rather than an offset, keeps a
+        job that leaves the list between pages from moving another one off the next page unseen."""
+        body = self._answer_json(response)
+        if not isinstance(body, dict) or not isinstance(body.get(paging.member), list):
+            return response
+
+        def entry_id(entry: Any) -> str:
+            if isinstance(entry, dict) and entry.get(paging.id_member) is not None:
+                return str(entry[paging.id_member])
+            return json.dumps(entry, sort_keys=True, default=str)
+
+        unserved = [entry for entry in body[paging.member] if entry_id(entry) not in token.served]
+        page = unserved[:size]
+        body[paging.member] = page
+        body.pop(paging.token_param, None)
+        if len(unserved) > size:
+            text = secrets.token_urlsafe(24)
+            served = token.served | {entry_id(entry) for entry in page}
+            self._page_tokens[text] = _PageToken(token.operation, token.query, served)
+            body[paging.token_param] = text
+        return Response(response.status, headers=dict(response.headers), raw=json.dumps(body).encode())
+
     def is_terminal(self, state: str) -> bool:
         return False
 
@@ -591,6 +703,9 @@ class AwsEmulator(ScriptedEmulator):
                 replay = self._replay(call)
                 if replay is not None:
                     return replay
+            paging = self.paged_operations.get(operation)
+            if paging is not None:
+                page_size, page_token, request = self._page_request(call, paging)
             local = self.local_operations.get(operation)
             if local is not None:
                 result = local(call)
@@ -605,6 +720,8 @@ class AwsEmulator(ScriptedEmulator):
                 return response
             if operation in self.list_operations and self.is_listing(call):
                 response = self._lag_list(call, response)
+            if paging is not None:
+                response = self._page(response, paging, page_size, page_token)
             if operation in self.status_operations:
                 response = self.rewrite_status(call, response)
             if operation in self.submit_operations:

@@ -17,7 +17,9 @@ cancelled or terminated job ends ``FAILED``. An expired job disappears from ``De
 SubmitJob has no idempotency token; the ledger records the ``airflow-durable-token`` tag as the token.
 Lookups are strongly consistent: a job is in ``ListJobs`` / ``DescribeJobs`` (tags and ``createdAt``
 included) as soon as ``SubmitJob`` has answered, and ``createdAt`` increases strictly with every
-submission, so "the earliest job carrying a tag" is the one submitted first.
+submission, so "the earliest job carrying a tag" is the one submitted first. ``ListJobs`` pages as Batch
+does: ``maxResults`` (1-1000, default 100) entries a page in submission order and a ``nextToken`` while more
+remain; a token it did not give, or one of another listing, answers ``400 ClientException``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from airflow_durable.testing._core import FaultPlan, Ledger, Response
-from airflow_durable.testing.aws import AwsCall, AwsEmulator, AwsJob, MotoServer
+from airflow_durable.testing.aws import AwsCall, AwsEmulator, AwsJob, ListPaging, MotoServer
 
 __all__ = ["TOKEN_TAG", "BatchEmulator"]
 
@@ -51,6 +53,12 @@ class BatchEmulator(AwsEmulator):
     status_operations = frozenset({"DescribeJobs"})
     cancel_operations = frozenset({"TerminateJob", "CancelJob"})
     list_operations: ClassVar[Mapping[str, tuple[str, str]]] = {"ListJobs": ("jobSummaryList", "jobId")}
+    # moto answers every job in one page; Batch pages by maxResults (at least 1; up to 1000 with a status;
+    # 100 when the request names none, per the API reference) and an opaque nextToken it rejects with a
+    # ClientException when it did not give it.
+    paged_operations: ClassVar[Mapping[str, ListPaging]] = {
+        "ListJobs": ListPaging("jobSummaryList", "jobId", error_code="ClientException")
+    }
     ERROR_CODES: ClassVar[dict[int, str]] = {400: "TooManyRequestsException", 429: "TooManyRequestsException"}
 
     def __init__(

@@ -284,3 +284,87 @@ def test_batch_serves_a_status_moto_cannot_hold(batch_emulator):
     job_id = batch_emulator.submit("etl")
     batch_emulator.set_state(job_id, "HIBERNATING")
     assert batch_emulator.client().describe_jobs(jobs=[job_id])["jobs"][0]["status"] == "HIBERNATING"
+
+
+def _queued(batch_emulator: Any, count: int) -> list[str]:
+    """``count`` RUNNING jobs on the emulator's queue, in submission order."""
+    batch_emulator.lifecycle = ["RUNNING"]
+    return [batch_emulator.submit(f"job-{i}") for i in range(count)]
+
+
+def test_batch_list_jobs_pages_by_max_results_and_next_token(batch_emulator):
+    """ListJobs answers ``maxResults`` entries and a ``nextToken`` while more remain, the rest on the
+    next page in the same order, and no ``nextToken`` on the last page (moto answers one page)."""
+    ids = _queued(batch_emulator, 5)
+    client = batch_emulator.client()
+    query = {"jobQueue": batch_emulator.job_queue, "jobStatus": "RUNNING"}
+    first = client.list_jobs(**query, maxResults=2)
+    assert [j["jobId"] for j in first["jobSummaryList"]] == ids[:2] and first["nextToken"]
+    second = client.list_jobs(**query, maxResults=2, nextToken=first["nextToken"])
+    assert [j["jobId"] for j in second["jobSummaryList"]] == ids[2:4] and second["nextToken"]
+    last = client.list_jobs(**query, maxResults=2, nextToken=second["nextToken"])
+    assert [j["jobId"] for j in last["jobSummaryList"]] == ids[4:]
+    assert "nextToken" not in last
+    # A token stays good (a client retries a page with it) and the page size may change between pages.
+    again = client.list_jobs(**query, maxResults=10, nextToken=first["nextToken"])
+    assert [j["jobId"] for j in again["jobSummaryList"]] == ids[2:] and "nextToken" not in again
+    # botocore's own paginator walks the same pages.
+    pages = list(client.get_paginator("list_jobs").paginate(**query, PaginationConfig={"PageSize": 2}))
+    assert [len(p["jobSummaryList"]) for p in pages] == [2, 2, 1]
+    assert [j["jobId"] for p in pages for j in p["jobSummaryList"]] == ids
+    assert batch_emulator.contract_violations == []
+
+
+def test_batch_list_jobs_pages_skip_and_repeat_no_job_when_the_list_changes(batch_emulator):
+    """A job leaving the listed status between pages moves no other job off the next page, and a job
+    already served is not served again."""
+    ids = _queued(batch_emulator, 4)
+    client = batch_emulator.client()
+    query = {"jobQueue": batch_emulator.job_queue, "jobStatus": "RUNNING", "maxResults": 2}
+    first = client.list_jobs(**query)
+    assert [j["jobId"] for j in first["jobSummaryList"]] == ids[:2]
+    batch_emulator.set_state(ids[0], "SUCCEEDED")
+    rest = client.list_jobs(**query, nextToken=first["nextToken"])
+    assert [j["jobId"] for j in rest["jobSummaryList"]] == ids[2:] and "nextToken" not in rest
+
+
+def test_batch_list_jobs_default_page_is_100(batch_emulator):
+    """Without ``maxResults`` Batch answers at most 100 jobs a page (the API reference)."""
+    ids = _queued(batch_emulator, 101)
+    client = batch_emulator.client()
+    first = client.list_jobs(jobQueue=batch_emulator.job_queue, jobStatus="RUNNING")
+    assert [j["jobId"] for j in first["jobSummaryList"]] == ids[:100] and first["nextToken"]
+    rest = client.list_jobs(
+        jobQueue=batch_emulator.job_queue, jobStatus="RUNNING", nextToken=first["nextToken"]
+    )
+    assert [j["jobId"] for j in rest["jobSummaryList"]] == ids[100:] and "nextToken" not in rest
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        {"nextToken": "not-a-token-the-service-gave"},
+        {"maxResults": 0},
+        {"maxResults": 1001},
+    ],
+    ids=["unknown-token", "size-0", "size-1001"],
+)
+def test_batch_list_jobs_rejects_a_bad_page_request(batch_emulator, page):
+    _queued(batch_emulator, 1)
+    client = batch_emulator.client(max_attempts=1)
+    with pytest.raises(ClientError) as err:
+        client.list_jobs(jobQueue=batch_emulator.job_queue, jobStatus="RUNNING", **page)
+    assert err.value.response["Error"]["Code"] == "ClientException"
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
+def test_batch_list_jobs_token_belongs_to_its_listing(batch_emulator):
+    """A token answers only the listing that gave it: another status's listing rejects it."""
+    _queued(batch_emulator, 3)
+    client = batch_emulator.client(max_attempts=1)
+    first = client.list_jobs(jobQueue=batch_emulator.job_queue, jobStatus="RUNNING", maxResults=1)
+    with pytest.raises(ClientError) as err:
+        client.list_jobs(
+            jobQueue=batch_emulator.job_queue, jobStatus="RUNNABLE", nextToken=first["nextToken"]
+        )
+    assert err.value.response["Error"]["Code"] == "ClientException"
