@@ -513,9 +513,14 @@ def _redshift_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
     active = _operator_class("airflow_durable.redshift_data").durable_active_statuses
     read = 0
     for status in sorted(active):
+        # One listing per status: the bound counts across them, so a listing left unread is said (its status
+        # may hold statements) and no page reads past the bound.
+        if read >= limit:
+            raise _Truncated(read)
         # A prefix match: every name the operator gives leads with the identity.
-        kwargs: dict[str, Any] = {"StatementName": "afd-ti-", "Status": status, "MaxResults": min(100, limit)}
+        kwargs: dict[str, Any] = {"StatementName": "afd-ti-", "Status": status}
         while True:
+            kwargs["MaxResults"] = min(100, limit - read)
             page = conn.list_statements(**kwargs)
             for statement in page.get("Statements", []):
                 read += 1

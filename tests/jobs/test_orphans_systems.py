@@ -446,6 +446,23 @@ def test_batch_listing_stops_at_its_bound_within_one_status(case, emulator):
     assert {str(listed.external_id) for listed in whole.jobs} == {str(job.record.external_id) for job in jobs}
 
 
+@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id == "redshift_data"])
+def test_redshift_listing_stops_at_its_bound_across_statuses(case, emulator):
+    """Redshift Data lists one status at a time: three statements over two active statuses and a bound of
+    two. The bound counts across the listings (it used to allow a page of two in each, reading all three
+    without saying the listing was cut)."""
+    from airflow_durable.jobs.systems import list_marked
+
+    jobs = _past_the_bound(case, emulator)
+    emulator.set_state(jobs[0].job, "PICKED")
+    for job in jobs[1:]:
+        emulator.set_state(job.job, "STARTED")
+    bounded = list_marked(jobs[0].scan, limit=2)
+    assert bounded.truncated_at == 2 and len(bounded.jobs) == 2, bounded
+    whole = list_marked(jobs[0].scan, limit=10)
+    assert whole.truncated_at is None and len(whole.jobs) == 3, whole
+
+
 @pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id.startswith("emr_add_steps")])
 def test_emr_steps_listing_stops_at_its_bound(case, emulator):
     """ListSteps pages by the service's own size (no page-size parameter): a cluster with more active steps
