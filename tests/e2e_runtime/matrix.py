@@ -221,7 +221,7 @@ AIRFLOW34_FAULTS = ("clear34", "keepstate")
 #: Faults added to the matrix since docs/reliability.json was last recorded: their cells are awaited (not
 #: run yet) until ``make reliability`` records them; take a fault out once its cells are recorded
 #: (test_reliability_doc.py fails while a listed fault has all of them).
-UNMEASURED_FAULTS: tuple[str, ...] = ("clear34", "keepstate")
+UNMEASURED_FAULTS: tuple[str, ...] = ()
 #: Faults of the task-state store, injected by the loopback proxy in front of the execution API.
 STORE_FAULTS = ("storeread", "storeintent", "storeid", "storeslow")
 

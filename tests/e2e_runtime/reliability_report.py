@@ -53,6 +53,8 @@ FAULT_TITLES = {
     "completekill": "SIGKILL supervisor + task inside execute_complete, after the success event",
     "clear": "a user clears the finished task (a new logical job)",
     "markfailed": "a user marks the running task failed",
+    "clear34": "Airflow 3.4's default clear while the task waits on its job (its state discarded)",
+    "keepstate": "Airflow 3.4's clear with `keep_task_state` while the task waits on its job (carry on)",
     "exectimeout": f"`execution_timeout` ({EXECUTION_TIMEOUT} s, no retries) runs out while deferred",
     "storeread": "task-state store down (503 for 60 s) at the read before deciding",
     "storeintent": "task-state store down at the write of the submission intent",
