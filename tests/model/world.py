@@ -1512,10 +1512,12 @@ class World:
                 continue
             # A clear no field tells from a retry hides the boundaries before it (see `_boundary`).
             cause = next((x for x in ended_by if _slug(x).endswith("no-run-reset")), ended_by[0])
+            # Airflow 3.4's clear deleted the record in between: no record keeps the old intent's token.
+            discarded = "-state-discarded" if any(x.detail.get("state_discarded") for x in between) else ""
             if old.last_named is None and not self.named(old):
                 # No record ever named it (its creator failed before the id write, and the creator's own
                 # cancel may have failed too): the next issue's lookup by token, whatever the cancel did.
-                situation = f"never-recorded-old-job-survives-{_slug(cause)}"
+                situation = f"never-recorded-old-job-survives-{_slug(cause)}{discarded}"
                 if not self._lookup_ends_jobs():
                     situation += "-no-lookup"  # only a lookup could resolve the token the record keeps
             elif old.cancel_failed:
@@ -1523,7 +1525,7 @@ class World:
             elif self.named(old):  # kept in the record (e.g. its status unknown) but never cancelled
                 situation = f"old-job-left-running-named-after-{_slug(cause)}"
             elif old.last_named is None:  # no record ever named it (its creator failed before the id write)
-                situation = f"never-recorded-old-job-survives-{_slug(cause)}"
+                situation = f"never-recorded-old-job-survives-{_slug(cause)}{discarded}"
                 if not self._lookup_ends_jobs():
                     situation += "-no-lookup"  # only a lookup could resolve the token the record keeps
             else:
