@@ -1407,9 +1407,12 @@ class DurableJobEngine:
         try:
             self._record_job(store, submitted, job)
         except DurableStateError as err:
-            # No record names this try's duplicates either: they go the way of the job it holds.
+            # No record names this try's duplicates either. Every converging try keeps the token's earliest
+            # job, so they are nobody's, even where a newer try may own the job this one holds.
             for duplicate in duplicates:
-                self._cancel_unrecorded(duplicate, err)
+                self._cancel_quietly(
+                    duplicate, f"a later job of token {gen.token.text}, whose id write failed ({err})"
+                )
             self._durable_duplicates = ()
             raise
         self.log.info("task %s: submitted job %s", self.task_id, job)
@@ -1451,32 +1454,52 @@ class DurableJobEngine:
                 )
                 look_up = False
         jobs: list[Any] = [held] if held is not None else []
+        found: list[Any] | None = None
         if look_up:
-            try:
-                found = self._jobs_of_token(token, self._durable_context or {})
-            except Exception as err:
-                self.log.error(
-                    "task %s: %s: looking token %s up failed (%s: %s); a job it made may run on, named by "
-                    "that token in the record",
-                    self.task_id,
-                    why,
-                    token.text,
-                    type(err).__name__,
-                    err,
-                )
-                found = []
+            found = self._listed_by_token(token, why)
             jobs += [job for job in found if not any(_same(job, known) for known in jobs)]
         if not jobs:
             self.log.info("task %s: %s: no job carries token %s", self.task_id, why, token.text)
         for job in jobs:
             origin = self._durable_origin if _same(job, held) else Origin.RESENT
             verdict = self._may_cancel(job, recorded=False, origin=origin, knowledge=knowledge)
+            if (
+                not verdict.allowed
+                and held is not None
+                and _same(job, held)
+                and self.durable_converge_after_submit
+            ):
+                # A newer try may own the token's job, but on a system without an idempotency key every
+                # converging try keeps the token's earliest job: a later one this submit made is nobody's.
+                found = self._listed_by_token(token, why) if found is None else found
+                if found and not _same(found[0], held) and any(_same(held, other) for other in found):
+                    self._cancel_quietly(
+                        job,
+                        f"{why}: an earlier job, {found[0]!r}, carries token {token.text} and is kept",
+                    )
+                    continue
             if not verdict.allowed:
                 self.log.warning(
                     "task %s: %s: not cancelling job %s: %s", self.task_id, why, job, verdict.reason
                 )
                 continue
             self._cancel_quietly(job, f"{why} ({verdict.reason})")
+
+    def _listed_by_token(self, token: DurableToken, why: str) -> list[Any]:
+        """`_jobs_of_token`, earliest first; ``[]`` (logged) if the lookup fails: the record keeps it."""
+        try:
+            return self._jobs_of_token(token, self._durable_context or {})
+        except Exception as err:
+            self.log.error(
+                "task %s: %s: looking token %s up failed (%s: %s); a job it made may run on, named by that "
+                "token in the record",
+                self.task_id,
+                why,
+                token.text,
+                type(err).__name__,
+                err,
+            )
+            return []
 
     def _cancel_unrecorded(self, external_id: Any, err: Exception) -> None:
         """The id could not be stored: cancel the job if this try may (nobody else tracks it)."""

@@ -643,6 +643,48 @@ def retry_resends_into_a_lagging_list(world: World) -> None:
     assert not any(world.active(job) for job in (jobs[1], *others)), world.log
 
 
+def _zombie_submits_after_its_retry_recorded(world: World, sigterm: bool) -> None:
+    """make explore, EMR steps (fixed): try 1 freezes inside its submit; the heartbeat timeout gives try 2,
+    which resends the intent's token, makes its job and records it. Try 1 thaws, is told to stop, and its
+    submit lands: on a system without an idempotency key a second job with the same token. The zombie may
+    not cancel a job a newer try may own (finding 4), but every converging try keeps the token's earliest
+    job, so a later one its own submit made is nobody's: it cancels that one. With an idempotency key the
+    submit hands back try 2's job, which it leaves alone."""
+    p1 = start(world)
+
+    def at_the_submit() -> bool:
+        park = p1.main.parked if p1.main else None
+        return (
+            park is not None
+            and park.kind == "http"
+            and any(op in park.detail for op in world.case.submit_operations)
+        )
+
+    run_until(world, lambda: p1.main, at_the_submit, f"{p1.name} about to submit")
+    act(world, "worker_freezes", f"{p1.name} freezes", lambda: setattr(p1, "frozen", True))
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    p2 = start(world)
+    until_waiting(world, p2)
+    kept = job_of(world, p2)
+    act(world, "worker_thaws", f"{p1.name} thaws", lambda: setattr(p1, "frozen", False))
+    if sigterm:
+        act(world, "heartbeat", f"{p1.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p1, in_call=False))
+        until_killer_done(world, p1)
+    until_exit(world, p1)
+    assert world.active(kept), world.log
+    assert all(not world.active(world.jobs[key]) for key in p1.created), world.log
+
+
+def zombie_submits_after_its_retry_recorded(world: World) -> None:
+    _zombie_submits_after_its_retry_recorded(world, sigterm=True)
+
+
+def zombie_submits_after_its_retry_recorded_unwarned(world: World) -> None:
+    """The same before any heartbeat tells try 1 to stop: it converges on the token's jobs, holds the
+    earliest (try 2's), cannot write the id (superseded), leaves that job to try 2 and cancels its own."""
+    _zombie_submits_after_its_retry_recorded(world, sigterm=False)
+
+
 def mark_then_clear_before_sigterm(world: World) -> str | None:
     """N4: the user marks the running task success, then clears it before the try's next heartbeat; the
     SIGTERM's on_kill cannot read its record (its id is superseded). Airflow answers that the task has no
@@ -862,6 +904,14 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     ),
     "retry_finds_the_resent_token_s_second_job_failed": (
         retry_finds_the_resent_token_s_second_job_failed,
+        {"deferrable": False, "retries": 1},
+    ),
+    "zombie_submits_after_its_retry_recorded": (
+        zombie_submits_after_its_retry_recorded,
+        {"deferrable": False, "retries": 1},
+    ),
+    "zombie_submits_after_its_retry_recorded_unwarned": (
+        zombie_submits_after_its_retry_recorded_unwarned,
         {"deferrable": False, "retries": 1},
     ),
     "retry_resends_into_a_lagging_list": (
