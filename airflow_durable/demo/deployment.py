@@ -53,6 +53,8 @@ COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 CELERY_EXECUTOR = "airflow.providers.celery.executors.celery_executor.CeleryExecutor"
 #: The directory holding the ``airflow_durable`` package: the components import this same copy.
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+#: Seconds a SIGSTOPped process may take to show as stopped (the kernel stops it when it next runs).
+STOP_GRACE = 10.0
 
 
 def venv_bin() -> Path:
@@ -688,8 +690,9 @@ class Deployment:
             for pid in pids:
                 self._signal(pid, signal.SIGSTOP)
             # kill() returns before the signal is delivered: on a busy machine a process runs on (and may
-            # take the write lock or open a transaction) until the kernel schedules it to stop.
-            self._wait_stopped(pids, deadline)
+            # take the write lock or open a transaction) until the kernel schedules it to stop. That wait has
+            # its own grace: a deadline spent on the checks before must not pass for "did not stop".
+            self._wait_stopped(pids, max(deadline, time.monotonic() + STOP_GRACE))
             if not self._in_transaction(component):
                 break
             for pid in pids:

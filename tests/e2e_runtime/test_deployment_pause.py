@@ -6,6 +6,7 @@ for one. The PostgreSQL cases need its binaries (``.ci/run`` installs them)."""
 from __future__ import annotations
 
 import glob
+import random
 import shutil
 import sys
 import time
@@ -96,6 +97,9 @@ def test_paused_on_sqlite_stops_a_component_only_when_it_holds_no_write_lock(
             assert not sqlite_dep._sqlite_write_locked(), f"stopped holding the lock after {attempts} stop(s)"
             states = [_proc_state(pid) for pid in sqlite_dep.session_pids(component)]
             assert states and set(states) == {"T"}, states
+        # Let it run on before the next stop: on a loaded machine a SIGCONT followed at once by a SIGSTOP
+        # finds it where it was stopped (its idle phase, every time), and no stop would meet the lock.
+        time.sleep(random.uniform(0.1, 0.3))
     assert max(stops) > 1, stops
 
 
@@ -125,6 +129,7 @@ def test_paused_stops_a_component_only_between_its_transactions(dep: _ClientDepl
             assert open_transactions == 0, f"stopped inside a transaction after {attempts} stop(s)"
             assert states and set(states) == {"T"}, states
         assert {_proc_state(pid) for pid in dep.session_pids(component)} <= {"S", "R"}
+        time.sleep(random.uniform(0.1, 0.3))  # as above: a fresh phase of its loop for the next stop
     # 80% busy: some first stops land inside a transaction (6 first stops all between: 0.2**6 = 0.0064)
     assert max(stops) > 1, stops
 
