@@ -1599,6 +1599,14 @@ class DurableJobEngine:
         # decided to wait on; the record names it either way.
         self._hold(record.external_id, Origin.TRACKED)
         self._durable_recorded = True
+        if self.__dict__.get("_durable_killed"):
+            # Told to stop (marked, cleared, timed out) while deciding: its on_kill held no job to end. End
+            # the one it decided to wait on now, where the ownership rules allow, and do not wait.
+            self.on_kill()
+            raise DurableError(
+                f"task {self.task_id}: the try was told to stop (SIGTERM: marked, cleared or timed out) "
+                f"before it reconnected to job {record.external_id!r}: not waiting on it."
+            )
         self._write_record(store, claimed, what=f"ownership of job {record.external_id!r}")
         return claimed
 

@@ -685,6 +685,27 @@ def zombie_submits_after_its_retry_recorded_unwarned(world: World) -> None:
     _zombie_submits_after_its_retry_recorded(world, sigterm=False)
 
 
+def mark_before_the_retry_holds_the_job(world: World) -> None:
+    """make explore, EMR steps (fixed): try 1 submits, records its job and fails at a status read; the
+    retry reads the record and, while it decides (its status read of the job), the user marks the task
+    failed. The SIGTERM's on_kill holds no job yet; the main thread used to reconnect and wait on the job
+    after the kill. It now ends the job it decided on (the ownership rules allow: the task ended) and
+    does not wait."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    job = job_of(world, p1)
+    act(world, "service_fault", "the service's next status read fails", lambda: world.service_fault("status"))
+    until_exit(world, p1)
+    assert world.active(job), world.log
+    p2 = start(world)
+    until_parked(world, p2, "http")  # deciding: the status read of the recorded job
+    act(world, "mark", "user marks the task failed (running)", lambda: world.mark(af.FAILED))
+    act(world, "heartbeat", f"{p2.name} heartbeats (SIGTERM)", lambda: world.heartbeat(p2, in_call=False))
+    until_killer_done(world, p2)
+    until_exit(world, p2)
+    assert not world.active(job), world.log
+
+
 def mark_then_clear_before_sigterm(world: World) -> str | None:
     """N4: the user marks the running task success, then clears it before the try's next heartbeat; the
     SIGTERM's on_kill cannot read its record (its id is superseded). Airflow answers that the task has no
@@ -904,6 +925,10 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     ),
     "retry_finds_the_resent_token_s_second_job_failed": (
         retry_finds_the_resent_token_s_second_job_failed,
+        {"deferrable": False, "retries": 1},
+    ),
+    "mark_before_the_retry_holds_the_job": (
+        mark_before_the_retry_holds_the_job,
         {"deferrable": False, "retries": 1},
     ),
     "zombie_submits_after_its_retry_recorded": (
