@@ -92,10 +92,44 @@ def serve(system: str, dag_ids: list[str]) -> None:
             "status_reads": backend.status_reads(dag_id),
         }
 
+    trigger_faults: dict[str, Any] = {}
+
+    def mentions(dag_id: str, request: Any) -> bool:
+        """Is this request about one of the DAG's jobs (its id anywhere in the path, parameters or body)?"""
+        text = " ".join(
+            (
+                str(request.path),
+                json.dumps(request.params, default=str),
+                json.dumps(request.path_params or {}, default=str),
+                bytes(request.body or b"").decode(errors="replace"),
+            )
+        )
+        return any(str(j.id) in text for j in backend._mine(dag_id))
+
     def handle(op: str, body: dict[str, Any]) -> Any:
         with lock:
             if op == "env":
                 return env
+            if op == "fail_trigger":
+                # The next call about one of the DAG's jobs is refused (403: not retried, where AWS's 400 is
+                # a throttle). Armed once the task deferred, it is its trigger's (BigQuery's trigger polls
+                # over the sync client): the trigger fails and so does the task, while the job goes on.
+                dag_id = body["dag_id"]
+                trigger_faults[dag_id] = backend.emulator.faults.add(
+                    status=403, times=1, predicate=lambda r: mentions(dag_id, r)
+                )
+                return True
+            if op == "fault_hits":
+                return {dag_id: fault.hits for dag_id, fault in trigger_faults.items()}
+            if op == "ids":
+                # The jobs' full ids (``state`` shortens long ones for the report) and whether each runs.
+                return {
+                    dag_id: [
+                        {"id": str(j.id), "state": str(j.state), "running": _running(j.state)}
+                        for j in backend._mine(dag_id)
+                    ]
+                    for dag_id in body["dag_ids"]
+                }
             if op == "hold":
                 backend.hold_after_submit(body["dag_id"], float(body["seconds"]))
                 return True
