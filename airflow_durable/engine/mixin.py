@@ -1401,6 +1401,9 @@ class DurableJobEngine:
             submitted_at=_iso(_utcnow()),
             deadline=_iso(self._durable_deadline),
             unended=gen.unended,
+            # Duplicates to cancel after this write: killed before that, the try leaves them to the retry,
+            # which looks the token up again (`unconverged`) and ends them.
+            unconverged=bool(duplicates),
         )
         if gen.resumed:
             submitted = self._stamp(submitted, intent, gen.decision)

@@ -706,6 +706,35 @@ def mark_before_the_retry_holds_the_job(world: World) -> None:
     assert not world.active(job), world.log
 
 
+def killed_between_the_id_write_and_the_duplicate_cancel(world: World) -> None:
+    """make explore, dbt Cloud (fixed): a lost answer, the resend makes a second job, the converging lookup
+    keeps the earliest and the try writes its id; the worker dies before it cancels the resend's job. The
+    record now says the token was not converged, so the retry looks it up and ends the other job before it
+    reconnects. With an idempotency key the resend hands the job back: one job."""
+    act(
+        world,
+        "service_fault",
+        "the service takes the next submission but its answer is lost",
+        lambda: world.service_fault("submit"),
+    )
+    p1 = start(world)
+    if world.case.id != "batch":
+        return
+    until_parked(world, p1, "store_set", after_jobs=2)  # the id write
+    first, second = [world.jobs[key] for key in world.jobs if key in p1.created]
+    run_until(world, lambda: p1.main, lambda: world.named(first), "the id written")
+    act(
+        world,
+        "worker_dies",
+        f"SIGKILL {p1.name} and its node",
+        lambda: world.kill_process(p1, node_lost=True),
+    )
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    p2 = start(world)
+    until_waiting(world, p2)
+    assert world.active(first) and not world.active(second), world.log
+
+
 def mark_then_clear_before_sigterm(world: World) -> str | None:
     """N4: the user marks the running task success, then clears it before the try's next heartbeat; the
     SIGTERM's on_kill cannot read its record (its id is superseded). Airflow answers that the task has no
@@ -925,6 +954,10 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     ),
     "retry_finds_the_resent_token_s_second_job_failed": (
         retry_finds_the_resent_token_s_second_job_failed,
+        {"deferrable": False, "retries": 1},
+    ),
+    "killed_between_the_id_write_and_the_duplicate_cancel": (
+        killed_between_the_id_write_and_the_duplicate_cancel,
         {"deferrable": False, "retries": 1},
     ),
     "mark_before_the_retry_holds_the_job": (
