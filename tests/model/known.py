@@ -38,6 +38,11 @@ KNOWN_VIOLATIONS: dict[str, str] = {}
 _REAPER = "ended by the opt-in reaper / orphans via the systems (issue 23 items 4, 5)"
 
 REAPER: dict[str, str] = {
+    "3:never-recorded-*creator-killed-during-on-kill*": (
+        f"{_REAPER}: the user marked the task while its try was between its submit and the id write, and "
+        "the supervisor's SIGKILL came before the SIGTERM's on_kill could end the job; the marked task "
+        "instance runs no try again (make explore, BigQuery)"
+    ),
     "5:never-recorded-old-job-survives-*-state-discarded": (
         f"{_REAPER}: invariant 5's view of 3:never-recorded-*-state-discarded*: a try told to stop by "
         "Airflow 3.4's clear while its submit was in flight (or frozen in it) submits after the new "

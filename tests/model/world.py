@@ -1426,6 +1426,8 @@ class World:
             return "killed-after-on-kill-deadlock"
         if creator.sigterm_locked and creator.dead:
             return "killed-after-on-kill-in-channel-call"
+        if creator.sigterm and creator.dead and creator.killer is not None and not creator.killer.done:
+            return "killed-during-on-kill"  # the supervisor's SIGKILL came before on_kill could end it
         if creator.sigterm:
             return "sigtermed"
         if creator.dead:
