@@ -234,6 +234,12 @@ IMPOSSIBLE_ON_AIRFLOW_3_3: dict[str, str] = {
         "new try's lookup finds it). Had the newer try ended (marked) when the trigger asked, the trigger "
         "cancels (engine-d; scenario clear_then_mark_before_the_new_try_decides). make explore, Databricks"
     ),
+    "5:mark-then-clear-deferred-after-clear-discarding-state-trigger-left-job": (
+        "the same after Airflow 3.4's clear: the user clears a deferred task (state discarded), marks it, "
+        "clears it again; the new try runs when the old trigger asks, so the trigger leaves the job to it. "
+        "That try finds no record, the clear is its evidence, and its lookup ends the job as it starts "
+        "(make explore, Batch, 68f52b9)"
+    ),
     "2:waits-on-older-lj-after-clear-of-deferred-no-run-reset": (
         "N8 with reset_dag_runs=false: DAG edit lowers retries by the tries used, then a clear that does not "
         "reset the run: max_tries, clear_number and (without OpenTelemetry, where a task instance's carrier "
