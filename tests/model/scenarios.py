@@ -566,11 +566,9 @@ def mark_after_a_resend_made_a_duplicate(world: World) -> None:
     assert all(not world.active(world.jobs[key]) for key in p1.created), world.log
 
 
-def _retry_after_a_resend_and_a_failed_job(world: World, failed: int) -> None:
-    """Batch: the service takes try 1's submission but its answer is lost; the try resends (a second job)
-    and dies before its id write; job ``failed`` (0: the earliest, 1: the resend's) fails. The retry finds
-    both by the token: it keeps the earliest while it runs, else submits the next generation, and in
-    either case leaves no other job with the token running."""
+def _start_with_a_lost_answer(world: World) -> Process | None:
+    """The service takes try 1's submission but its answer is lost, and try 1 starts. ``None`` where an
+    idempotency key makes the resend hand the job back (one job: nothing for these scenarios to show)."""
     act(
         world,
         "service_fault",
@@ -578,7 +576,16 @@ def _retry_after_a_resend_and_a_failed_job(world: World, failed: int) -> None:
         lambda: world.service_fault("submit"),
     )
     p1 = start(world)
-    if world.case.id != "batch":  # an idempotency key: the resend hands the job back, one job
+    return p1 if world.case.id == "batch" else None
+
+
+def _retry_after_a_resend_and_a_failed_job(world: World, failed: int) -> None:
+    """Batch: the service takes try 1's submission but its answer is lost; the try resends (a second job)
+    and dies before its id write; job ``failed`` (0: the earliest, 1: the resend's) fails. The retry finds
+    both by the token: it keeps the earliest while it runs, else submits the next generation, and in
+    either case leaves no other job with the token running."""
+    p1 = _start_with_a_lost_answer(world)
+    if p1 is None:
         return
     until_parked(world, p1, "store_set", after_jobs=2)
     jobs = [world.jobs[key] for key in world.jobs if key in p1.created]  # in the order the service made them
@@ -616,14 +623,8 @@ def retry_resends_into_a_lagging_list(world: World) -> None:
     converging lookup after it shows the first two: the earliest has ended, so the try submits the next
     generation, and must first end the token's other jobs (it used to drop them, running, named by
     nothing)."""
-    act(
-        world,
-        "service_fault",
-        "the service takes the next submission but its answer is lost",
-        lambda: world.service_fault("submit"),
-    )
-    p1 = start(world)
-    if world.case.id != "batch":  # an idempotency key: the resend hands the job back, one job
+    p1 = _start_with_a_lost_answer(world)
+    if p1 is None:
         return
     world.emulator.list_lag_reads = 1
     until_parked(world, p1, "xcom_set", after_jobs=2)  # before its converging lookup
