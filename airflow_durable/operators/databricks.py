@@ -80,9 +80,9 @@ def _earliest_start(context: Context | None) -> tuple[dt.datetime, str]:
         if isinstance(value, dt.datetime):
             known.append((value if value.tzinfo else value.replace(tzinfo=dt.UTC), name))
     if not known:
-        return dt.datetime.now(dt.UTC) - _RUN_RETENTION, "no DAG run to bound it: Databricks keeps runs 60 days"
+        return dt.datetime.now(dt.UTC) - _RUN_RETENTION, "no DAG run: Databricks keeps runs 60 days"
     moment, name = min(known)
-    return moment - _CLOCK_MARGIN, f"the DAG run's {name} {moment.isoformat()}, less {_CLOCK_MARGIN} for clock skew"
+    return moment - _CLOCK_MARGIN, f"the DAG run's {name} {moment.isoformat()} less {_CLOCK_MARGIN}"
 
 
 def _when(start_time: Any) -> str:
@@ -286,8 +286,8 @@ class DurableDatabricksSubmitRunOperator(_DatabricksRunAdapter, provider.Databri
     def durable_find_all(self, token: DurableToken, context: Context) -> list[int]:
         """The runs carrying ``token``, earliest first: a crash-window retry asks before resending it, since
         a token Databricks no longer deduplicates (its run deleted or gone) would start a second run."""
-        found = {int(job.id): job.created_at for _, job in self._marked_runs(context) if job.token == token.text}
-        return earliest_first(found)
+        runs = self._marked_runs(context)
+        return earliest_first({int(job.id): job.created_at for _, job in runs if job.token == token.text})
 
     def _marked_runs(self, context: Context | None) -> list[tuple[str, FoundJob]]:
         """``(identity, run)`` of every marked one-time run started since `_earliest_start`, newest first."""

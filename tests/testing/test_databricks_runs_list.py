@@ -43,7 +43,9 @@ def test_pages_newest_first_until_has_more_is_false(databricks_emulator, hook):
     assert [len(_ids(p)) for p in pages] == [12, 12, 6]
     assert [run for p in pages for run in _ids(p)] == runs[::-1]
     assert "prev_page_token" not in pages[0]
-    back = hook._do_api_call(LIST, {"run_type": "SUBMIT_RUN", "limit": 12, "page_token": pages[1]["prev_page_token"]})
+    back = hook._do_api_call(
+        LIST, {"run_type": "SUBMIT_RUN", "limit": 12, "page_token": pages[1]["prev_page_token"]}
+    )
     assert _ids(back) == _ids(pages[0])
 
 

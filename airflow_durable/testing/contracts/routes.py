@@ -23,7 +23,7 @@ ROUTES: dict[str, dict[str, str]] = {
         "jobs/runs/submit": f"{HOOK} (submit run)",
         "jobs/run-now": f"{HOOK} (run now)",
         "jobs/runs/get": f"{HOOK} (sync wait), {TRIGGER} (poll), {DURABLE} (decision)",
-        "jobs/runs/list": f"{DURABLE} (durable_find: runs by the identity in their name)",
+        "jobs/runs/list": f"{DURABLE} (durable_find, durable_find_all: runs by their name's marker)",
         "jobs/runs/get-output": f"{HOOK} (errors of failed tasks)",
         "jobs/runs/cancel": f"{HOOK} (on_kill), {DURABLE} (cancel)",
         "jobs/runs/cancel-all": f"{HOOK} (cancel_previous_runs)",

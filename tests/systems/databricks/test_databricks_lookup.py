@@ -45,7 +45,9 @@ def _runs_of(emulator: Any, runner: TaskRunner) -> list[int]:
     ti = runner.ti
     identity = task_identity(ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
     return sorted(
-        run.run_id for run in emulator.jobs.values() if any(i == identity for i, _ in marked_jobs(run.run_name))
+        run.run_id
+        for run in emulator.jobs.values()
+        if any(i == identity for i, _ in marked_jobs(run.run_name))
     )
 
 
@@ -73,7 +75,9 @@ def _crash_with_the_run_going(emulator: Any, deferrable: bool = False) -> tuple[
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
-def test_a_lost_records_run_behind_more_than_500_newer_runs_is_found_and_ended(databricks_emulator, deferrable):
+def test_a_lost_records_run_behind_more_than_500_newer_runs_is_found_and_ended(
+    databricks_emulator, deferrable
+):
     """The record is lost (Storage tab, retention) while try 1's run goes on; 600 one-time runs of other
     tasks start after it. Try 2 lists back to its DAG run's start, finds the run past the newest 500, and
     ends it before running its own: never two live runs of one task instance."""
