@@ -179,3 +179,34 @@ def test_a_crash_window_retry_past_the_token_finds_the_run_behind_newer_runs(dat
     outcome = runner.run_try()
     assert outcome.state == "success", outcome.error
     assert _runs_of(emulator, runner) == [first]
+
+
+def _has_more_without_a_token(emulator: Any) -> None:
+    """Every runs/list page says more runs remain and gives no token to read them."""
+    emulator.faults.add(
+        status=200,
+        body={"has_more": True},
+        times=None,
+        predicate=lambda request: str(request.path).endswith("jobs/runs/list"),
+    )
+
+
+def test_has_more_without_a_next_page_token_fails_the_lookup(databricks_emulator):
+    """A page that says more runs remain but gives no way to read them: `DurableLookupError`, not ``[]``."""
+    runner, _ = _crash_with_the_run_going(databricks_emulator)
+    _has_more_without_a_token(databricks_emulator)
+    ti = runner.ti
+    with pytest.raises(DurableLookupError, match="has_more without a next_page_token"):
+        _databricks_submit(databricks_emulator, False).durable_find(
+            task_identity(ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
+        )
+
+
+def test_has_more_without_a_next_page_token_fails_the_orphans_listing(databricks_emulator):
+    """The same page in the ``orphans`` listing: a `ScanError`, not an empty, untruncated scan."""
+    from airflow_durable.jobs.systems import ScanError, list_marked, parse_scan
+
+    _crash_with_the_run_going(databricks_emulator)
+    _has_more_without_a_token(databricks_emulator)
+    with pytest.raises(ScanError, match="has_more without a next_page_token"):
+        list_marked(parse_scan("databricks:databricks_default"))
