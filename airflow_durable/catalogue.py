@@ -227,7 +227,7 @@ OPERATORS: tuple[Operator, ...] = (
         "DatabricksSubmitRunOperator",
         "DatabricksExecutionTrigger",
         "airflow_durable.databricks_submit_run",
-        "closed: native `idempotency_token`",
+        "closed: native `idempotency_token`, `runs/list` lookup of the token in the run name",
         "wait_for_termination",
         submit_call="`runs/submit`",
     ),
