@@ -396,9 +396,9 @@ class DatabricksEmulator(HttpEmulator):
         not advance a run's script.
 
         Pages of ``limit`` runs (1 to 25; 0 means 25; default 20). ``next_page_token`` / ``prev_page_token``
-        are opaque cursors (the page's last / first run): a run started between two calls does not shift
-        the next page, as the service's tokens do not. The deprecated ``offset`` counts from the newest
-        run. A bad limit, offset, token or time answers 400 INVALID_PARAMETER_VALUE.
+        are opaque cursors (past the page's last run / before its first): a run started between two calls
+        does not shift the next page. The deprecated ``offset`` counts from the newest run, so it does.
+        A bad limit, offset, token or time answers 400 INVALID_PARAMETER_VALUE.
         """
         params = request.params
         active_only, completed_only = (
