@@ -269,7 +269,7 @@ OPERATORS: tuple[Operator, ...] = (
         "BigQueryInsertJobTrigger",
         "airflow_durable.bigquery_insert_job",
         "closed: caller-chosen job id from the token, 409 adopts the job "
-        "(`force_rerun=False`: only for the states in `reattach_states`)",
+        "(`force_rerun=False`: only for the states in `reattach_states`); `jobs.list` lookup of the token",
         submit_call="`jobs.insert`",
     ),
     Operator(
@@ -282,7 +282,7 @@ OPERATORS: tuple[Operator, ...] = (
         "RedshiftDataOperator",
         "RedshiftDataTrigger",
         "airflow_durable.redshift_data",
-        "closed: native `ClientToken`",
+        "closed: native `ClientToken`, `ListStatements` lookup of the token",
         "wait_for_completion",
         submit_call="`ExecuteStatement` / `BatchExecuteStatement`",
     ),
@@ -312,7 +312,7 @@ OPERATORS: tuple[Operator, ...] = (
         "EmrServerlessStartJobOperator",
         "EmrServerlessStartJobTrigger",
         "airflow_durable.emr_serverless_start_job",
-        "closed: native `clientToken`",
+        "closed: native `clientToken`, `ListJobRuns` lookup of the token",
         "wait_for_completion",
         submit_call="`StartJobRun`",
     ),
