@@ -65,6 +65,16 @@ def is_watermark_key(text: str | None) -> bool:
     return text is not None and any(w in _norm(text) for w in _WATERMARK_WORDS)
 
 
+# Words that make an id a position in the data rather than a handle on a job: "last_batch_id",
+# "max_order_id", "next_page_token" name how far the data was read, carried to the next run (ADR002).
+_POSITION_QUALIFIERS = frozenset({"last", "latest", "max", "prev", "previous", "next", "newest", "highest"})
+
+
+def names_a_position(text: str | None) -> bool:
+    """A key that names how far the data was processed (a high-water mark), whatever noun follows."""
+    return text is not None and bool(_POSITION_QUALIFIERS & set(_norm(text).split("_")))
+
+
 def is_external_id_key(text: str | None) -> bool:
     if text is None:
         return False

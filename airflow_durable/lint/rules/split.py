@@ -43,6 +43,9 @@ _NO_WAIT_FLAGS = {"wait_for_termination": False, "wait_for_completion": False, "
 _NO_WAIT_BY_DEFAULT = {"EmrAddStepsOperator", "EmrStartNotebookExecutionOperator"}
 # Operators that manage a resource rather than run a job: a sensor on what they made is not a split.
 _RESOURCE_VERB = re.compile(r"(Create|Delete|Terminate|Stop|Start(?=Application)|Pause|Resume|Modify|Update)")
+# ...except creating a run of something: DataformCreateWorkflowInvocationOperator(asynchronous=True) starts a
+# job the way a submit does (EmrCreateJobFlowOperator, a cluster, stays a resource).
+_CREATES_A_RUN = re.compile(r"Create\w*(Invocation|Run|Execution)(Operator)?(Async)?$")
 
 
 @dataclass
@@ -86,12 +89,12 @@ def _decision(split: Split) -> str:
     target = (
         f"{split.drop_in.durable_class}(..., deferrable=True)"
         if split.drop_in
-        else "a durable operator (or a ResumableJobMixin subclass) that submits and waits"
+        else "durable operator (or ResumableJobMixin subclass) that submits and waits"
     )
     sync = (
         f"{split.drop_in.durable_class}(..., deferrable=False)"
         if split.drop_in
-        else "one durable synchronous task"
+        else "durable synchronous task"
     )
     return (
         f"Decide by your deployment: with a Triggerer, replace {_these(split)} with one {target}, which "
@@ -133,7 +136,9 @@ def adr005_message(split: Split) -> str:
 def check(ctx: FileContext) -> Iterator[Finding]:
     for split in find_splits(ctx):
         sensor_line, _ = ctx.position(split.sensor.call)
-        yield ctx.finding("ADR005", split.submit.call, adr005_message(split).format(sensor_line=sensor_line))
+        yield ctx.finding(
+            "ADR005", split.submit.call, adr005_message(split).replace("{sensor_line}", str(sensor_line))
+        )
         for where, what in split.offenders:
             yield ctx.finding(
                 "ADR006",
@@ -209,7 +214,7 @@ class _Tasks:
                 self._key(call), override_id or fn.name.value, call, self._scope(call), function=fn
             )
         name = callee_name(call)
-        task_id = ctx.constant_string(arg(call, None, "task_id"))
+        task_id = task_id_template(ctx, arg(call, None, "task_id"))
         if not (name and task_id and name[:1].isupper()):
             return None
         callable_fn = None
@@ -358,7 +363,9 @@ def _is_false(expr: cst.BaseExpression | None, bad: bool) -> bool:
 
 def _no_wait_reason(ctx: FileContext, tasks: _Tasks, task: TaskNode) -> tuple[str, cst.CSTNode | None] | None:
     if task.class_name is not None:
-        if _is_sensor(ctx, task) or _RESOURCE_VERB.search(task.display_class):
+        if _is_sensor(ctx, task):
+            return None
+        if _RESOURCE_VERB.search(task.display_class) and not _CREATES_A_RUN.search(task.class_name):
             return None
         for flag, bad in _NO_WAIT_FLAGS.items():
             value, where = tasks.setting(task, flag)
@@ -417,10 +424,41 @@ def _strings(ctx: FileContext, root: cst.CSTNode) -> str:
     return "".join(parts)
 
 
-def _pulls_xcom_of(ctx: FileContext, root: cst.CSTNode, task_id: str) -> bool:
+def task_id_template(ctx: FileContext, expr: cst.BaseExpression | None) -> str | None:
+    """A task id as written: the string, or an f-string's text with each placeholder kept as ``{...}``.
+
+    Tasks built in a loop or a task factory (``task_id=f"start_{job}"``) get their id from an f-string; an
+    xcom_pull(task_ids=f"start_{job}") in the poller's callable names the same task when the two
+    templates have the same text around their placeholders.
+    """
+    if expr is None:
+        return None
+    constant = ctx.constant_string(expr)
+    if constant is not None:
+        return constant
+    if isinstance(expr, cst.FormattedString):
+        parts: list[str] = []
+        for part in expr.parts:
+            if isinstance(part, cst.FormattedStringText):
+                parts.append(part.value)
+            elif isinstance(part, cst.FormattedStringExpression):
+                parts.append("{" + ctx.code(part.expression) + "}")
+        return "".join(parts)
+    return None
+
+
+def _shape(template: str) -> str:
+    return re.sub(r"\{[^{}]*\}", "{}", template)
+
+
+def _pulls_xcom_of(ctx: FileContext, root: cst.CSTNode, task_id: str, templates: bool = False) -> bool:
+    """Whether code pulls the XCom of ``task_id``; with ``templates``, an f-string of its shape counts."""
     for node in ctx.walk(root):
         if isinstance(node, cst.Call) and method_name(node) == "xcom_pull":
-            if ctx.constant_string(arg(node, 0, "task_ids")) == task_id:
+            pulled = task_id_template(ctx, arg(node, 0, "task_ids"))
+            if pulled == task_id and "{" not in task_id:
+                return True
+            if templates and pulled is not None and "{" in task_id and _shape(pulled) == _shape(task_id):
                 return True
     return False
 
@@ -443,7 +481,9 @@ def _refers_to(ctx: FileContext, tasks: _Tasks, sensor: TaskNode, submit: TaskNo
             bodies.append(fn)
     if sensor.local_class is not None:
         bodies.append(sensor.local_class)
-    return any(_pulls_xcom_of(ctx, body, submit.task_id) for body in bodies)
+    # A templated id (a loop or a task factory) names the submit of the same loop or factory call only.
+    same_scope = submit.scope is sensor.scope
+    return any(_pulls_xcom_of(ctx, body, submit.task_id, templates=same_scope) for body in bodies)
 
 
 def find_splits(ctx: FileContext) -> list[Split]:

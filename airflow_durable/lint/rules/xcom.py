@@ -88,6 +88,20 @@ def _falls_through_to_submit(ctx: FileContext, node: cst.If) -> bool:
     return any(_branch_submits(ctx, stmt) for stmt in after)
 
 
+def _keys_written_from_submits(ctx: FileContext, flow: FunctionFlow) -> set[str]:
+    """Variable keys this function sets to what a submit call returned (``Variable.set(k, run_id)`` after
+    ``run_id = hook.submit_run(...)``)."""
+    keys: set[str] = set()
+    for call in flow.variable_calls({"set"}):
+        key, value = string_value(arg(call, 0, "key")), arg(call, 1, "value")
+        if key is None or value is None:
+            continue
+        resolved = flow.resolve(value)
+        if any(isinstance(n, cst.Call) and is_submit_call_name(callee_name(n)) for n in ctx.walk(resolved)):
+            keys.add(key)
+    return keys
+
+
 def _hand_rolled_resume(ctx: FileContext, fn: cst.FunctionDef, flow: FunctionFlow) -> Iterator[Finding]:
     if ctx.functions[fn].class_node is not None and fn.name.value in {"submit_job", "get_job_status"}:
         return  # inside a ResumableJobMixin implementation: the mixin owns the decision
@@ -98,8 +112,13 @@ def _hand_rolled_resume(ctx: FileContext, fn: cst.FunctionDef, flow: FunctionFlo
         if read is None:
             continue
         source, key = read
-        # A flag or a setting read from a Variable is configuration; only a stored *id* means "resume".
-        if source != "XCom" and not is_external_id_key(key):
+        # A flag or a setting read from a Variable is configuration; only a stored *id* means "resume": a
+        # key that names an id, or one the function writes back with what a submit returned.
+        if (
+            source != "XCom"
+            and not is_external_id_key(key)
+            and key not in _keys_written_from_submits(ctx, flow)
+        ):
             continue
         if (
             _branch_submits(ctx, node.body)
