@@ -179,6 +179,9 @@ class _Run:
     grace_pids: tuple[tuple[int, str], ...] = ()
     grace_until: float = 0.0
     after_grace: str = ""
+    #: After a Celery shutdown: ((try, jobs), status reads) when that try was first seen waiting on a
+    #: running job among that many; two reads later it polls it (see stage ``s_after``).
+    watch: tuple[tuple[int, int], int] | None = None
 
 
 class Tier:
@@ -511,8 +514,10 @@ class Tier:
                 global_done = True
                 states = self._states(ready)
                 for run in ready:
-                    # After a kill the retry waits on the job; after a shutdown the same try may (warm).
-                    run.stage = "retry" if global_fault == "celerykill" else "after"
+                    # After a kill the retry waits on the job; after a Celery shutdown the same try may.
+                    run.stage = {"celerykill": "retry", "warmstop": "s_after", "coldstop": "s_after"}.get(
+                        global_fault, "after"
+                    )
                     self._baseline(run, states[run.cell.dag_id])
             self._tend_stopping_workers()
             time.sleep(1.0)
@@ -679,6 +684,21 @@ class Tier:
                 self._finish(run, state)
             else:
                 self._ended_early(run, state)
+        elif run.stage == "s_after":  # a Celery shutdown: let the job end once a try polls a running one
+            # The same try if it lived through the shutdown (warm; or cold, whose SIGTERM the supervisor
+            # forwards and then waits for its task), else the next one. Reads of no running job (on_kill's,
+            # or a dying try's read of the job it cancelled) never count: `after` counted those, and let
+            # the retry's new job run on forever.
+            running = sum(1 for j in state["jobs"] if j["running"])
+            if ti is None or ti.state not in ("deferred", "running") or not running:
+                self._ended_early(run, state)
+                return None
+            key = (ti.try_number, len(state["jobs"]))
+            if run.watch is None or run.watch[0] != key:
+                run.watch = (key, state["status_reads"])
+            elif state["status_reads"] >= run.watch[1] + 2:
+                run.untracked = running - 1
+                self._finish(run, state)
         elif run.stage == "after":  # a component was replaced: the job is being waited on again
             if (
                 ti is not None
@@ -703,7 +723,10 @@ class Tier:
             run.running_at_finish = running
             run.emulator.call("finish", dag_id=run.cell.dag_id)
             self._collect(
-                run, error="" if run.stage in ("retry", "after") else f"DAG run ended in stage {run.stage!r}"
+                run,
+                error=""
+                if run.stage in ("retry", "after", "s_after")
+                else f"DAG run ended in stage {run.stage!r}",
             )
 
     def _finish(self, run: _Run, state: dict[str, Any], error: str = "") -> None:
