@@ -45,10 +45,11 @@ UPSTREAM = "lj_sched_restart_sync_upstream"
 ENV = {
     **BASE_ENV,
     "AFD_LJ_DAGS": f"{DURABLE},{UPSTREAM}",
-    # The new scheduler looks for orphaned task instances every 10 s (default 300 s), and counts the old
-    # scheduler job dead after 10 s without a heartbeat (default 30 s).
+    # The new scheduler looks for orphaned task instances every 10 s (default 300 s). The old scheduler
+    # ends its job row on SIGTERM, so its task instances are orphans at once; the health threshold keeps
+    # its default (30 s): at 10 s the new scheduler, its loop slowed by a loaded machine, once marked its
+    # own job failed ("Marked 1 SchedulerJob instances as failed") and reset the retry it was running.
     "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "10",
-    "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "10",
 }
 #: How long the stopped scheduler may take to exit after SIGTERM before it is SIGKILLed (systemd's
 #: TimeoutStopSec, 90 s by default; Kubernetes' grace, 30 s).
@@ -64,6 +65,30 @@ def _polling(c: Case) -> Any:
     ti = c.ti()
     run = c.latest()
     return ti is not None and ti["state"] == "running" and run is not None and run.gets >= 3 and ti
+
+
+def _running_again(c: Case, old: dict[str, Any]) -> Any:
+    """A condition: a try other than ``old`` (a reset's new task-instance id, or a later try) is running
+    and has polled a running Databricks run twice since it was first seen (the run it submitted or
+    reconnected to, not the one try 1 left), or the DAG run ended."""
+    seen: dict[str, Any] = {}
+
+    def check() -> Any:
+        if c.ended():
+            return True
+        ti = c.ti()
+        run = c.latest()
+        if ti is None or ti["state"] != "running" or run is None or run.is_terminal:
+            return False
+        if ti["id"] == old["id"] and ti["try_number"] == old["try_number"]:
+            return False
+        key = (ti["id"], run.run_id)
+        if seen.get("key") != key:
+            seen.update(key=key, gets=run.gets)
+            return False
+        return run.gets >= seen["gets"] + 2 and ti
+
+    return check
 
 
 def _restart_scheduler(dep: Any, cases: list[Case]) -> dict[str, Any]:
@@ -113,13 +138,7 @@ def run_scheduler_restart() -> dict[str, Any]:
                 # The reset (or, had the new scheduler adopted it, a retry) runs the task again: a task
                 # instance of another id, or a later try, running and polling a run.
                 again = c.wait(
-                    lambda c=c, old=old: (
-                        (
-                            (ti := _polling(c))
-                            and (ti["id"] != old["id"] or ti["try_number"] > old["try_number"])
-                        )
-                        or c.ended()
-                    ),
+                    _running_again(c, old),
                     "the task running again after the restart (or its DAG run ended)",
                     timeout=180,
                     until_end=True,
