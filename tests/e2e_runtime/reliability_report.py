@@ -74,11 +74,12 @@ GRACEFUL_INTRO = [
     "Production stops workers gracefully: Kubernetes sends a pod SIGTERM (on an eviction, a drain, a",
     f"deploy, a scale-in) and SIGKILL after its grace period (30 s by default; {POD_GRACE} s here),",
     "`systemctl restart` does the same to a service, and Celery's own shutdown is warm (SIGTERM: stop",
-    "consuming, let the running tasks finish) or cold (SIGQUIT: terminate them). Airflow's task",
-    "supervisor forwards the SIGTERM to the task, so the operator's `on_kill` runs; with retries left",
-    "the task is then retried. A stop is not a cancel: nobody asked for the job to end. The provider's",
-    "`on_kill` cancels the job and its retry starts another; the durable operator leaves the job",
-    "running and recorded while Airflow still shows this try running, and the retry reconnects to it.",
+    "consuming, let the running tasks finish; the task gets no signal) or cold (SIGQUIT: Celery sends",
+    "its pool processes SIGTERM). Airflow's task supervisor forwards a SIGTERM it gets to the task, so",
+    "the operator's `on_kill` runs; with retries left the task is then retried.",
+    "A stop is not a cancel: nobody asked for the job to end. The provider's `on_kill` cancels the job",
+    "and its retry starts another; the durable operator leaves the job running and recorded while",
+    "Airflow still shows this try running, and the retry reconnects to it.",
     "",
 ]
 
