@@ -675,10 +675,14 @@ class Tier:
                 run.emulator.call("finish", dag_id=run.cell.dag_id)
                 self._baseline(run, run.emulator.call("state", dag_ids=[run.cell.dag_id])[run.cell.dag_id])
         elif run.stage == "retry":
+            # Only a running job's reads count: a retry that reads the job its try 1 cancelled (a lookup
+            # before its own submit) would otherwise let the jobs end before its own one exists, which then
+            # runs on (Batch podstop, durable deferrable, before the engine's stop-is-not-a-cancel).
             if (
                 ti is not None
                 and ti.try_number > run.kill_try
                 and ti.state in ("deferred", "running")
+                and any(j["running"] for j in state["jobs"])
                 and self._polled_since_baseline(run, state)
             ):
                 self._finish(run, state)
