@@ -227,7 +227,7 @@ OPERATORS: tuple[Operator, ...] = (
         "DatabricksSubmitRunOperator",
         "DatabricksExecutionTrigger",
         "airflow_durable.databricks_submit_run",
-        "closed: native `idempotency_token`",
+        "closed: native `idempotency_token`, `runs/list` lookup of the token in the run name",
         "wait_for_termination",
         submit_call="`runs/submit`",
     ),
@@ -521,12 +521,16 @@ LOOKUPS: dict[str, Lookup] = {
         carrier="`run_name` suffix ` [afd-ti-…]` (runs/submit takes no run tags)",
         max_length=None,
         characters=f"{SILENT} (any string)",
-        list_call="`GET jobs/runs/list?run_type=SUBMIT_RUN` (pages of at most 25, `page_token`), "
-        "run names matched client-side; bounded by `durable_lookup_runs`",
+        list_call="`GET jobs/runs/list?run_type=SUBMIT_RUN&start_time_from=…` (pages of 24, `page_token`), "
+        "read newest first back to the earlier of the DAG run's `run_after` and `start_date` less 10 "
+        "minutes (60 days without a DAG run), run names matched client-side: one call per 24 one-time runs "
+        "the workspace started since then; more than `durable_lookup_runs` (2400) there fails the try "
+        "with `DurableLookupError`",
         consistency=_NO_LAG,
         listed_for="60 days (runs are removed after 60 days)",
         sources=(
-            "databricks-sdk JobsAPI.submit (run_name), JobsAPI.list_runs (limit, page_token, run_type)",
+            "databricks-sdk JobsAPI.submit (run_name), JobsAPI.list_runs (limit, page_token, run_type, "
+            "start_time_from)",
             "https://docs.databricks.com/api/workspace/jobs/listruns",
         ),
     ),

@@ -197,6 +197,8 @@ class FakeTaskInstance:
         #: Its state as Airflow's ``GetTaskStates`` answers it; ``gone``: its DAG run was deleted.
         self.state: str | None = None
         self.gone = False
+        #: Airflow does not answer questions about it (the API server is down, the channel broke).
+        self.unanswered = False
         self.stats_tags: dict[str, str] = {}
         self.xcoms: dict[str, Any] = {}
 
@@ -235,6 +237,7 @@ class TaskRunner:
         _TASK_INSTANCES[(self.ti.dag_id, self.ti.run_id, self.ti.task_id, self.ti.map_index)] = self.ti
         self._id_is_new = True
         self.dag_run = FakeDagRun()
+        _RUNNERS[(self.ti.dag_id, self.ti.run_id)] = self
         self.trigger_interrupts = trigger_interrupts  # "triggerer killed mid-deferral" this many times
         #: Replaces a trigger's event before the task resumes: a broken trigger or event serialization.
         self.event_filter: Callable[[Any], Any] | None = None
@@ -356,6 +359,13 @@ class TaskRunner:
         self.ti.max_tries = self.ti.try_number + retries
         self.ti.state = None
 
+    def reset(self) -> None:
+        """A scheduler resets a task instance whose scheduler job is gone (``adopt_or_reset_orphaned_tasks``:
+        ``prepare_db_for_next_try``, then no state): a new id, but ``max_tries``, the run's ``clear_number``
+        and the trace carrier unchanged. Not a clear: the next try carries on with the logical job."""
+        self.new_ti_id()
+        self.ti.state = None
+
     def recreate_dag_run(self) -> None:
         """The DAG run is deleted (its state-store rows go with it) and created again with the same run_id."""
         self.store.data.clear()
@@ -377,26 +387,37 @@ class TaskRunner:
 
 #: Every runner's task instance, by (dag_id, run_id, task_id, map_index): what `airflow_task_states` answers.
 _TASK_INSTANCES: dict[tuple[str, str, str, int], FakeTaskInstance] = {}
+#: Every runner, by (dag_id, run_id): whose DAG run `airflow_run_clear_number` answers about.
+_RUNNERS: dict[tuple[str, str], TaskRunner] = {}
 
 
 def airflow_task_states(dag_id: str, run_id: str, task_id: str, map_index: int) -> str | None:
     """Airflow's answer to ``GetTaskStates`` for one task instance (``KeyError``: Airflow does not know it),
     for the harness's task instances; install it with `answering_task_states`."""
     ti = _TASK_INSTANCES.get((dag_id, run_id, task_id, map_index))
+    if ti is not None and ti.unanswered:
+        raise RuntimeError("the execution API did not answer")
     if ti is None or ti.gone:
         raise KeyError(task_id)
     return ti.state
 
 
+def airflow_run_clear_number(dag_id: str, run_id: str) -> int | None:
+    """Airflow's ``GetDagRun`` answer's ``clear_number`` for the harness's DAG runs (``KeyError``: no run)."""
+    return _RUNNERS[(dag_id, run_id)].dag_run.clear_number
+
+
 @contextlib.contextmanager
 def answering_task_states() -> Iterator[None]:
-    """Make the engine's question "what state is this task instance in?" reach the harness's Airflow."""
-    saved = shims.get_task_states
+    """Make the engine's questions "what state is this task instance in?" and "how often was its DAG run
+    cleared?" reach the harness's Airflow."""
+    saved = shims.get_task_states, shims.get_run_clear_number
     shims.get_task_states = airflow_task_states
+    shims.get_run_clear_number = airflow_run_clear_number
     try:
         yield
     finally:
-        shims.get_task_states = saved
+        shims.get_task_states, shims.get_run_clear_number = saved
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ import abc
 import contextlib
 import datetime as dt
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -45,7 +46,17 @@ from airflow_durable.engine.errors import (
     JobNotFoundError,
 )
 from airflow_durable.engine.identity import DurableToken, TryIdentity, new_salt, parse_time, same_epoch
-from airflow_durable.engine.ownership import GONE, UNASKED, Knowledge, Origin, Read, Verdict, may_cancel
+from airflow_durable.engine.ownership import (
+    GONE,
+    UNASKED,
+    Knowledge,
+    Origin,
+    Read,
+    Stop,
+    Verdict,
+    may_cancel,
+    stop_reason,
+)
 from airflow_durable.engine.record import (
     RECORD_SCHEMA,
     JobRecord,
@@ -78,6 +89,11 @@ def _utcnow() -> dt.datetime:
 
 def _iso(moment: dt.datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
+
+
+def _is_timeout(error: BaseException | None) -> bool:
+    """Whether ``error`` is Airflow's execution timeout: the task runner calls ``on_kill`` handling it."""
+    return error is not None and type(error).__name__ == "AirflowTaskTimeout"
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -473,11 +489,25 @@ class DurableJobEngine:
         )
 
     def on_kill(self) -> None:
-        # SIGTERM runs this and the try's main thread goes on until the supervisor's SIGKILL: from here it
-        # must not submit (a job it could neither record nor cancel; the next try is a new logical job's).
-        self.__dict__["_durable_killed"] = True
+        # SIGTERM or execution_timeout runs this, and the try's main thread goes on until the process exits
+        # or is SIGKILLed. Only a timeout or Airflow's word ends the logical job; a stop from outside the
+        # task's lifecycle (worker, pod or scheduler shutdown) leaves the job to the next try.
         external_id = self._durable_external_id
         sending = None if self._durable_recorded else self._durable_sending
+        if self._durable_store is None:
+            self.__dict__["_durable_killed"] = True
+            if external_id is None:
+                super().on_kill()  # type: ignore[misc]
+                return
+            self.log.info("task %s: cancelling job %s on kill", self.task_id, external_id)
+            self._cancel_quietly(external_id, "on kill")
+            return
+        stop, knowledge = self._stop_reason()
+        if not stop.ends_job:
+            self._leave_on_stop(stop, external_id, sending)
+            return
+        # From here the try must not submit: a job it could neither record nor cancel.
+        self.__dict__["_durable_killed"] = True
         if external_id is None and sending is None:
             super().on_kill()  # type: ignore[misc]
             return
@@ -488,29 +518,83 @@ class DurableJobEngine:
                 external_id if external_id is not None else f"of token {sending.text if sending else None}",
             )
             return
-        if self._durable_store is not None and sending is not None:
+        if sending is not None:
             # Its submission is out and no id is stored: the job of a lost answer (and a resend's, on a system
             # without an idempotency key) is known only by the token.
             look_up = external_id is None or self.durable_converge_after_submit
             self._end_jobs_of_token(sending, external_id, "on kill", look_up=look_up)
             return
-        if self._durable_store is not None:
-            verdict = self._may_cancel(external_id, recorded=self._durable_recorded)
-            if not verdict.allowed:
-                self.log.warning(
-                    "task %s: not cancelling job %s on kill: %s", self.task_id, external_id, verdict.reason
-                )
-                return
-            self.log.info("task %s: cancelling job %s on kill: %s", self.task_id, external_id, verdict.reason)
-        else:
-            self.log.info("task %s: cancelling job %s on kill", self.task_id, external_id)
+        verdict = self._may_cancel(external_id, recorded=self._durable_recorded, knowledge=knowledge)
+        if not verdict.allowed:
+            self.log.warning(
+                "task %s: not cancelling job %s on kill: %s", self.task_id, external_id, verdict.reason
+            )
+            return
+        self.log.info("task %s: cancelling job %s on kill: %s", self.task_id, external_id, verdict.reason)
         # The main thread may not live to cancel its duplicates (the supervisor's SIGKILL follows).
         for duplicate in self._durable_duplicates:
             self._cancel_quietly(
                 duplicate, f"another job with this try's token, {external_id!r}, is ended on kill"
             )
-        # The record stays, so a retry sees "cancelled" and submits fresh.
-        self.durable_cancel(external_id)
+        # The record stays, so a retry sees "cancelled" and submits fresh. on_kill runs in a signal handler:
+        # a failed cancel is logged, never raised into whatever the main thread was doing.
+        self._cancel_quietly(external_id, f"on kill: {verdict.reason}")
+
+    def _stop_reason(self) -> tuple[Stop, Knowledge | None]:
+        """Why ``on_kill`` runs (`stop_reason`), and what Airflow answered (``None``: not asked)."""
+        timed_out = _is_timeout(sys.exc_info()[1]) or (
+            self._durable_deadline is not None and _utcnow() >= self._durable_deadline
+        )
+        if timed_out:
+            return Stop.TIMEOUT, None
+        knowledge = self._knowledge(ask_state=True)
+        run_clear_number = None
+        if knowledge.read is not Read.SKIPPED and knowledge.task_state is None:
+            run_clear_number = self._run_clear_number()
+        stop = stop_reason(
+            knowledge,
+            timed_out=False,
+            run_clear_number=run_clear_number,
+            my_clear_number=self._me().clear_number,
+        )
+        return stop, knowledge
+
+    def _run_clear_number(self) -> int | None:
+        me = self._me()
+        try:
+            return shims.get_run_clear_number(me.dag_id, me.run_id)
+        except Exception as err:
+            self.log.warning("task %s: could not ask Airflow for the DAG run (%s)", self.task_id, err)
+            return None
+
+    def _leave_on_stop(self, stop: Stop, external_id: Any, sending: DurableToken | None) -> None:
+        """A stop that does not end the logical job: the job runs on, recorded, and the main thread goes on
+        (if the job ends before the process is killed, the try finishes normally)."""
+        if external_id is None and sending is None:
+            return
+        job = (
+            f"job {external_id}"
+            if external_id is not None
+            else f"the job of token {sending.text if sending else None}"
+        )
+        me = self._me()
+        why = {
+            Stop.SHUTDOWN: f"Airflow still shows try {me.try_number} running, so its worker, pod or "
+            "scheduler is shutting down",
+            Stop.RESET: "a scheduler reset the task instance to run it again (not a clear)",
+            Stop.UNKNOWN: "Airflow could not be asked why (no answer leaves the job: it is recorded, or "
+            "found again by its recorded token)",
+        }[stop]
+        retry_left = me.try_number is None or me.max_tries is None or me.try_number <= me.max_tries
+        nxt = (
+            "the next try reconnects to it"
+            if retry_left or stop is Stop.RESET
+            else "no retry is left: a scheduler's reset or a new try reconnects to it; if Airflow fails the "
+            "task instead, `airflow-durable orphans` lists the job (the reaper, where enabled, ends it)"
+        )
+        self.log.info(
+            "task %s: stopping: %s; leaving %s running and recorded: %s", self.task_id, why, job, nxt
+        )
 
     # ------------------------------------------------------------------ 1. the record
     def _read_record(self, store: StateStore) -> JobRecord | None:
@@ -808,9 +892,10 @@ class DurableJobEngine:
         self._durable_external_id = external_id
         self._durable_origin = origin
 
-    def _knowledge(self) -> Knowledge:
+    def _knowledge(self, ask_state: bool = False) -> Knowledge:
         """What this try can learn now about who tracks its task instance's job: its record, read with its
-        own task-instance id, and where that finds nothing, Airflow's state of the task instance."""
+        own task-instance id, and where that finds nothing (or ``ask_state``), Airflow's state of the task
+        instance."""
         if shims.supervisor_comms_busy():
             return Knowledge(Read.SKIPPED)
         assert self._durable_store is not None
@@ -820,7 +905,7 @@ class DurableJobEngine:
             return Knowledge(Read.FAILED, task_state=self._task_state())
         if record is not None:
             mine = self._me().try_number
-            if record.owner_try is not None and mine is not None and record.owner_try < mine:
+            if ask_state or (record.owner_try is not None and mine is not None and record.owner_try < mine):
                 # An older try's ownership: whether this try may end the job depends on Airflow's state.
                 return Knowledge(Read.OK, record, task_state=self._task_state())
             return Knowledge(Read.OK, record)

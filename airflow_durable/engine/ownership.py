@@ -37,6 +37,7 @@ __all__ = [
     "GONE",
     "RESTARTING",
     "Knowledge",
+    "Stop",
     "Origin",
     "Read",
     "UNASKED",
@@ -44,6 +45,7 @@ __all__ = [
     "Verdict",
     "may_cancel",
     "may_cancel_on_kill",
+    "stop_reason",
 ]
 
 #: Task-instance states from which no try runs again without a user's clear (which starts a new
@@ -84,6 +86,61 @@ class Knowledge:
     #: names an older try as the job's owner (`GONE`: unknown to Airflow; ``None``: no state, i.e. cleared
     #: and no try started since; `UNASKED`: not asked, or the question failed).
     task_state: str | None = UNASKED
+
+
+class Stop(enum.Enum):
+    """Why a try's ``on_kill`` runs: only a timeout or Airflow's word ends the logical job (DESIGN §8)."""
+
+    TIMEOUT = "timeout"  # its execution_timeout ran out
+    TOLD = "told"  # Airflow ended or superseded the try: a user's mark or clear, a newer try, a deleted run
+    SHUTDOWN = "shutdown"  # Airflow still shows this try running: its worker, pod or scheduler is stopping
+    RESET = "reset"  # a scheduler reset the task instance to run it again (adopt_or_reset_orphaned_tasks)
+    UNKNOWN = "unknown"  # Airflow could not be asked, or did not answer
+
+    @property
+    def ends_job(self) -> bool:
+        """Whether the ownership rules decide the job's end; otherwise the job is left running, recorded.
+
+        No answer leaves it too: a job the try holds is recorded or, inside the submit→persist window, named
+        by the recorded token that every system finds again, so leaving it loses no work and leaves nothing
+        untracked, while a cancel on a stop that was only a shutdown loses the work for good.
+        """
+        return self in (Stop.TIMEOUT, Stop.TOLD)
+
+
+def stop_reason(
+    knowledge: Knowledge,
+    *,
+    timed_out: bool,
+    run_clear_number: int | None = None,
+    my_clear_number: int | None = None,
+) -> Stop:
+    """Why this try is stopping, from what Airflow answered when ``on_kill`` asked.
+
+    ``knowledge``: this try's record read with its own task-instance id (a read that answers proves the id is
+    still current: Airflow gives every retry, clear and reset a new one) and the task instance's state, both
+    asked now. ``run_clear_number``: the DAG run's clear count now, asked only when the state is none;
+    ``my_clear_number``: the count this try began with. Every clear raises it; a scheduler's reset does not.
+    """
+    if timed_out:
+        return Stop.TIMEOUT
+    state = knowledge.task_state
+    if state == UNASKED:
+        return Stop.UNKNOWN
+    if state == GONE or state == RESTARTING or state in ENDED_STATES:
+        return Stop.TOLD
+    if state is None:
+        if run_clear_number is None or my_clear_number is None:
+            return Stop.UNKNOWN
+        return Stop.RESET if run_clear_number == my_clear_number else Stop.TOLD
+    if state == "running":
+        if knowledge.read is Read.OK:
+            return Stop.SHUTDOWN
+        if knowledge.read is Read.NOT_FOUND:
+            return Stop.TOLD  # superseded by a newer try (or the record was deleted): ownership decides
+        return Stop.UNKNOWN
+    # Queued, scheduled, up for retry, deferred: another try's state, so this one was superseded.
+    return Stop.TOLD
 
 
 @dataclass(frozen=True)

@@ -437,8 +437,10 @@ def _databricks_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]
                     run.get("run_page_url"),
                 )
         read += len(runs)
-        if not page.get("has_more") or not page.get("next_page_token"):
+        if not page.get("has_more"):
             return
+        if not page.get("next_page_token"):
+            raise RuntimeError(f"runs/list answered has_more without a next_page_token after {read} runs")
         if read >= limit:
             raise _Truncated(read)
         params["page_token"] = page["next_page_token"]

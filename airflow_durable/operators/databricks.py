@@ -21,7 +21,13 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_durable import catalogue
-from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase
+from airflow_durable.engine import (
+    DurableJobEngine,
+    DurableLookupError,
+    JobNotFoundError,
+    JobPhase,
+    earliest_first,
+)
 from airflow_durable.identity_tags import FoundJob, identity_of, marked_jobs, marker
 from airflow_durable.operators import provider_required
 
@@ -48,6 +54,54 @@ _LIST_RUNS_ENDPOINT = ("GET", "2.2/jobs/runs/list")
 
 #: The provider's ``runs/get`` reads, and the field of the run each returns (``None``: the whole run).
 _RUN_READS = {"get_run": None, "get_job_id": "job_id", "get_run_page_url": "run_page_url"}
+
+
+#: Databricks removes a run 60 days after it started (runs/get): without a task context, the lookup reads
+#: back that far.
+_RUN_RETENTION = dt.timedelta(days=60)
+#: Airflow's clock and Databricks' are not the same clock: the listing reads this much further back.
+_CLOCK_MARGIN = dt.timedelta(minutes=10)
+
+
+def _earliest_start(context: Context | None) -> tuple[dt.datetime, str]:
+    """The earliest start time a run of the task instance in ``context`` can have, and what says so.
+
+    A DAG run's ``run_after`` is set when it is created and never changed (not by a clear, a mark or a
+    state change), and the scheduler starts no task of a run before it (``DagRun.run_after <= now`` in
+    the queries that queue and examine runs). Its ``start_date`` is later, except where a clear of the
+    finished run reset it (``clear_task_instances``), so the earlier of the two stands; ``dag.test()``
+    may set a future ``run_after`` and starts at once. Less `_CLOCK_MARGIN`. Without a DAG run in
+    ``context``: Databricks' retention.
+    """
+    dag_run = None if context is None else context.get("dag_run")
+    known = []
+    for name in ("run_after", "start_date"):
+        value = getattr(dag_run, name, None)
+        if isinstance(value, dt.datetime):
+            known.append((value if value.tzinfo else value.replace(tzinfo=dt.UTC), name))
+    if not known:
+        return dt.datetime.now(dt.UTC) - _RUN_RETENTION, "no DAG run: Databricks keeps runs 60 days"
+    moment, name = min(known)
+    return moment - _CLOCK_MARGIN, f"the DAG run's {name} {moment.isoformat()} less {_CLOCK_MARGIN}"
+
+
+def _when(start_time: Any) -> str:
+    if isinstance(start_time, int) and not isinstance(start_time, bool) and start_time > 0:
+        return dt.datetime.fromtimestamp(start_time / 1000, dt.UTC).isoformat()
+    return "an unknown start time"
+
+
+def _found(run: dict[str, Any], token: str) -> FoundJob:
+    state = run.get("state") or {}
+    started = run.get("start_time")
+    return FoundJob(
+        id=int(run["run_id"]),
+        status=f"{state.get('life_cycle_state')}:{state.get('result_state') or ''}",
+        created_at=dt.datetime.fromtimestamp(started / 1000, dt.UTC)
+        if isinstance(started, int) and not isinstance(started, bool) and started > 0
+        else None,
+        token=token,
+    )
 
 
 class _DatabricksRunAdapter(DurableJobEngine):
@@ -215,42 +269,62 @@ class DurableDatabricksSubmitRunOperator(_DatabricksRunAdapter, provider.Databri
     def _payload(self, context: Context) -> dict[str, Any]:
         return compat.submit_payload(self, context)
 
-    #: How many of the workspace's newest one-time runs `durable_find` reads (pages of 24) before giving up.
-    durable_lookup_runs: ClassVar[int] = 500
+    #: How many one-time runs a lookup reads at most (pages of 24), newest first back to the logical job's
+    #: earliest possible start (`_earliest_start`); a listing with more left there fails the try
+    #: (`DurableLookupError`) instead of answering with what it read.
+    durable_lookup_runs: ClassVar[int] = 2400
 
     def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
         """This task instance's runs of every generation and clear epoch, newest first.
 
-        ``runs/list`` filters no names: the workspace's one-time runs are read newest first (at most
-        ``durable_lookup_runs``) and matched on the ``[<identity> <token>]`` marker in their name.
+        ``runs/list`` filters no names: the workspace's one-time runs that started since the earliest start
+        a run of this task instance can have are read newest first and matched on the ``[<identity>
+        <token>]`` marker in their name. More than ``durable_lookup_runs`` there: `DurableLookupError`.
         """
-        found: list[FoundJob] = []
-        params: dict[str, Any] = {"run_type": "SUBMIT_RUN", "limit": _LIST_LIMIT}
-        read = 0
-        while read < self.durable_lookup_runs:
+        return [job for marked, job in self._marked_runs(context) if marked == identity]
+
+    def durable_find_all(self, token: DurableToken, context: Context) -> list[int]:
+        """The runs carrying ``token``, earliest first: a crash-window retry asks before resending it, since
+        a token Databricks no longer deduplicates (its run deleted or gone) would start a second run."""
+        runs = self._marked_runs(context)
+        return earliest_first({int(job.id): job.created_at for _, job in runs if job.token == token.text})
+
+    def _marked_runs(self, context: Context | None) -> list[tuple[str, FoundJob]]:
+        """``(identity, run)`` of every marked one-time run started since `_earliest_start`, newest first."""
+        since, why = _earliest_start(context)
+        params: dict[str, Any] = {
+            "run_type": "SUBMIT_RUN",
+            "limit": _LIST_LIMIT,
+            "start_time_from": int(since.timestamp() * 1000),
+        }
+        found: list[tuple[str, FoundJob]] = []
+        read = pages = 0
+        oldest: Any = None
+        while True:
             page = self._hook._do_api_call(_LIST_RUNS_ENDPOINT, dict(params))
             runs = page.get("runs") or []
+            pages += 1
             read += len(runs)
             for run in runs:
-                tokens = [t for i, t in marked_jobs(run.get("run_name")) if i == identity]
-                if not tokens:
-                    continue
-                state = run.get("state") or {}
-                started = run.get("start_time")
-                found.append(
-                    FoundJob(
-                        id=int(run["run_id"]),
-                        status=f"{state.get('life_cycle_state')}:{state.get('result_state') or ''}",
-                        created_at=dt.datetime.fromtimestamp(started / 1000, dt.UTC)
-                        if isinstance(started, int) and started > 0
-                        else None,
-                        token=tokens[0],
-                    )
+                oldest = run.get("start_time", oldest)
+                for identity, token in marked_jobs(run.get("run_name"))[:1]:
+                    found.append((identity, _found(run, token)))
+            if not page.get("has_more"):
+                return found
+            cut = None
+            if not page.get("next_page_token"):
+                cut = "runs/list answered has_more without a next_page_token"
+            elif pages * _LIST_LIMIT >= self.durable_lookup_runs:
+                cut = f"the lookup's bound (durable_lookup_runs={self.durable_lookup_runs}) was reached"
+            if cut is not None:
+                raise DurableLookupError(
+                    f"task {self.task_id}: looking up this task instance's runs, {read} one-time runs that "
+                    f"started since {since.isoformat()} ({why}) were read, newest first back to "
+                    f"{_when(oldest)}, and more remain: {cut}. The runs that started between those two times "
+                    "were not looked at, so a run an earlier try left going may be among them. Raise "
+                    "durable_lookup_runs on the operator class to read further."
                 )
-            if not page.get("has_more") or not page.get("next_page_token"):
-                break
             params["page_token"] = page["next_page_token"]
-        return found
 
     def _mark(self, payload: dict[str, Any], context: Context, token: DurableToken) -> None:
         # runs/submit takes no tags: the run name you set stays, the marker follows it.

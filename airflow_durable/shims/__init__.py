@@ -216,6 +216,19 @@ def get_task_states(dag_id: str, run_id: str, task_id: str, map_index: int) -> s
     return None if state is None else str(state)
 
 
+def get_run_clear_number(dag_id: str, run_id: str) -> int | None:
+    """How often tasks of one DAG run were cleared, asked now through the supervisor channel (``GetDagRun``);
+    ``None`` when Airflow does not say. Every clear raises it; a scheduler's reset of a task does not."""
+    from airflow.sdk.execution_time.comms import GetDagRun  # Airflow >= 3.0
+    from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS
+
+    answer = SUPERVISOR_COMMS.send(GetDagRun(dag_id=dag_id, run_id=run_id))
+    clear_number = getattr(answer, "clear_number", None)
+    if isinstance(clear_number, bool) or not isinstance(clear_number, int):
+        return None
+    return clear_number
+
+
 async def aget_task_states(dag_id: str, run_id: str, task_id: str, map_index: int) -> str | None:
     """`get_task_states` from a trigger's event loop: the async supervisor channel where there is one.
 

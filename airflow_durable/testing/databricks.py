@@ -19,6 +19,7 @@ This module imports nothing from Airflow.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import time
@@ -62,6 +63,30 @@ _ENDPOINTS = (
     ("POST", "jobs/create", "_create_job"),
     ("POST", "jobs/update", "_update_job"),
 )
+
+
+_RUN_TYPES = ("JOB_RUN", "WORKFLOW_RUN", "SUBMIT_RUN")
+
+
+def _list_order(run: DatabricksRun) -> tuple[int, int]:
+    """runs/list's order, newest first when reversed: start time, then run id."""
+    return (run.start_time, run.run_id)
+
+
+def _page_token(direction: str, run: DatabricksRun) -> str:
+    text = f"{direction}:{run.start_time}:{run.run_id}"
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _read_page_token(token: str) -> tuple[str, tuple[int, int]]:
+    try:
+        text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        direction, start, run_id = text.split(":")
+        if direction not in ("next", "prev"):
+            raise ValueError(direction)
+        return direction, (int(start), int(run_id))
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raise _error(400, "INVALID_PARAMETER_VALUE", f"Invalid page_token: {token!r}") from None
 
 
 def split_state(state: str) -> tuple[str, str]:
@@ -368,7 +393,13 @@ class DatabricksEmulator(HttpEmulator):
 
     def _list_runs(self, request: Request) -> dict[str, Any]:
         """``runs/list``: newest first by start time, filtered as JobsAPI.list_runs documents; listing does
-        not advance a run's script. Pages by ``page_token`` (or the deprecated ``offset``)."""
+        not advance a run's script.
+
+        Pages of ``limit`` runs (1 to 25; 0 means 25; default 20). ``next_page_token`` / ``prev_page_token``
+        are opaque cursors (past the page's last run / before its first): a run started between two calls
+        does not shift the next page. The deprecated ``offset`` counts from the newest run, so it does.
+        A bad limit, offset, token or time answers 400 INVALID_PARAMETER_VALUE.
+        """
         params = request.params
         active_only, completed_only = (
             self._flag(request, "active_only"),
@@ -378,32 +409,47 @@ class DatabricksEmulator(HttpEmulator):
             raise _error(
                 400, "INVALID_PARAMETER_VALUE", "active_only and completed_only cannot both be true."
             )
-        limit = int(params.get("limit") or 0) or DEFAULT_LIST_LIMIT
-        if params.get("limit") in (0, "0"):
+        limit = self._optional_int(request, "limit", DEFAULT_LIST_LIMIT)
+        if limit == 0:
             limit = MAX_LIST_LIMIT
         if not 0 < limit <= MAX_LIST_LIMIT:
             raise _error(400, "INVALID_PARAMETER_VALUE", f"limit must be between 1 and {MAX_LIST_LIMIT}.")
-        job_id = params.get("job_id")
+        job_id = self._optional_int(request, "job_id", None)
         run_type = params.get("run_type")
-        start_from, start_to = params.get("start_time_from"), params.get("start_time_to")
+        if run_type not in (None, "", *_RUN_TYPES):
+            raise _error(400, "INVALID_PARAMETER_VALUE", f"run_type must be one of {list(_RUN_TYPES)}.")
+        start_from = self._optional_int(request, "start_time_from", None)
+        start_to = self._optional_int(request, "start_time_to", None)
         runs = []
-        for run in sorted(self.jobs.values(), key=lambda r: (r.start_time, r.run_id), reverse=True):
-            if job_id not in (None, "") and run.job_id != int(job_id):
+        for run in sorted(self.jobs.values(), key=_list_order, reverse=True):
+            if job_id is not None and run.job_id != job_id:
                 continue
             if run_type and ("JOB_RUN" if run.operation == "run-now" else "SUBMIT_RUN") != run_type:
                 continue
             if (active_only and run.is_terminal) or (completed_only and not run.is_terminal):
                 continue
-            if start_from not in (None, "") and run.start_time < int(start_from):
+            if start_from is not None and run.start_time < start_from:
                 continue
-            if start_to not in (None, "") and run.start_time > int(start_to):
+            if start_to is not None and run.start_time > start_to:
                 continue
             if self.listed(run):
                 runs.append(run)
-        offset = int(params.get("page_token") or params.get("offset") or 0)
-        page = runs[offset : offset + limit]
+        token = params.get("page_token")
+        if token not in (None, ""):
+            direction, cursor = _read_page_token(str(token))
+            if direction == "next":
+                first = next((i for i, run in enumerate(runs) if _list_order(run) < cursor), len(runs))
+            else:
+                newer = sum(1 for run in runs if _list_order(run) > cursor)
+                first = max(newer - limit, 0)
+                limit = newer - first
+        else:
+            first = self._optional_int(request, "offset", 0)
+            if first < 0:
+                raise _error(400, "INVALID_PARAMETER_VALUE", "offset must be at least 0.")
+        page = runs[first : first + limit]
         expand = self._flag(request, "expand_tasks")
-        body: dict[str, Any] = {"has_more": offset + limit < len(runs)}
+        body: dict[str, Any] = {"has_more": first + len(page) < len(runs)}
         if page:
             listed = []
             for run in page:
@@ -412,11 +458,21 @@ class DatabricksEmulator(HttpEmulator):
                     del run_json["tasks"]
                 listed.append(run_json)
             body["runs"] = listed
-        if body["has_more"]:
-            body["next_page_token"] = str(offset + limit)
-        if offset > 0:
-            body["prev_page_token"] = str(max(offset - limit, 0))
+            if body["has_more"]:
+                body["next_page_token"] = _page_token("next", page[-1])
+            if first > 0:
+                body["prev_page_token"] = _page_token("prev", page[0])
         return body
+
+    @staticmethod
+    def _optional_int(request: Request, name: str, default: Any) -> Any:
+        value = request.params.get(name)
+        if value is None or value == "":
+            return default
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise _error(400, "INVALID_PARAMETER_VALUE", f"Invalid value for {name}: {value!r}") from None
 
     def _get_output(self, request: Request) -> dict[str, Any]:
         run_id = self._int_param(request, "run_id")

@@ -35,3 +35,14 @@ def airflow_answers_task_states() -> Any:
 
     with answering_task_states():
         yield
+
+
+@pytest.fixture
+def task_logs(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> Any:
+    """Everything the task logged: Airflow 3 routes operator logs through structlog to stdout."""
+
+    def read() -> str:
+        captured = capsys.readouterr()
+        return "\n".join([caplog.text, captured.out, captured.err])
+
+    return read

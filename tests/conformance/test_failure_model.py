@@ -23,17 +23,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def task_logs(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> Any:
-    """Everything the task logged: Airflow 3 routes operator logs through structlog to stdout."""
-
-    def read() -> str:
-        captured = capsys.readouterr()
-        return "\n".join([caplog.text, captured.out, captured.err])
-
-    return read
-
-
 def expected_xcoms(case: SystemCase, deferrable: bool) -> frozenset[str]:
     return case.xcoms_deferrable if deferrable else case.xcoms_sync
 
@@ -394,21 +383,6 @@ def test_an_event_about_another_job_goes_back_to_waiting_on_the_tracked_job(case
     assert outcome.deferrals >= 1
     assert not emulator.ledger.select(operation=case.cancel_operation)
     assert runner.store.data[case.external_id_key]["state"] == "done"
-
-
-@pytest.mark.parametrize("deferrable", PATHS)
-def test_on_kill_cancels_the_tracked_job_and_keeps_the_record(case, emulator, deferrable):
-    emulator.lifecycle = [case.running]
-    runner = runner_for(case, emulator, deferrable)
-    runner.store.crash_when(record_state("submitted"), before=False)
-    runner.run_try()
-    runner.last_operator.on_kill()
-    run_id = only_job(case, emulator)
-    assert emulator.run(run_id).state == case.cancelled
-    assert runner.store.data[case.external_id_key]["state"] == "submitted"
-    emulator.lifecycle = case.lifecycle()
-    assert runner.run_try().state == "success"  # the retry sees "cancelled" and submits fresh
-    assert len(case.submissions(emulator)) == 2
 
 
 def test_decisions_are_logged_once_with_the_id(case, emulator, task_logs):

@@ -31,17 +31,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def task_logs(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> Any:
-    """Everything the task logged: Airflow 3 routes operator logs through structlog to stdout."""
-
-    def read() -> str:
-        captured = capsys.readouterr()
-        return "\n".join([caplog.text, captured.out, captured.err])
-
-    return read
-
-
 def _lookup(case: SystemCase) -> catalogue.Lookup:
     return catalogue.LOOKUPS[case.external_id_key]
 

@@ -188,8 +188,8 @@ def test_a_kill_inside_the_submit_persist_window_cancels_the_job_the_try_created
     runner = runner_for(case, emulator, deferrable)
 
     def mark_then_clear(_operator: Any) -> None:
-        runner.new_ti_id()  # the mark, then the clear: a new task-instance id, no state
-        runner.ti.state = None
+        runner.ti.state = "failed"  # the mark; then the clear: a new task-instance id, no state
+        runner.clear()
 
     errors = held_try(runner, "submitted", mark_then_clear)
     (job,) = job_ids(case, emulator)

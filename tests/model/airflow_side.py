@@ -244,6 +244,7 @@ class ModelComms:
             "SetTaskStateStore": "store_set",
             "DeleteTaskStateStore": "store_delete",
             "GetTaskStates": "task_states",
+            "GetDagRun": "dag_run",
             "SetXCom": "xcom_set",
             "GetXCom": "xcom_get",
             "DeleteXCom": "xcom_delete",
@@ -272,6 +273,11 @@ class ModelComms:
 
         if kind == "task_states":
             return self._task_states(msg)
+        if kind == "dag_run":
+            # ``handle_get_dag_run`` → execution API ``GET /dag-runs/{dag_id}/{run_id}``.
+            if self.db.run is None or msg.run_id != RUN_ID:
+                raise api_error(404, f"DAG run {msg.run_id} not found")
+            return comms.DagRunResult.from_api_response(self.db.dag_run_model())
         if kind.startswith("xcom_"):
             return self._xcom(msg, actor)
         op = kind.removeprefix("store_")

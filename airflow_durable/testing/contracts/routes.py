@@ -23,7 +23,7 @@ ROUTES: dict[str, dict[str, str]] = {
         "jobs/runs/submit": f"{HOOK} (submit run)",
         "jobs/run-now": f"{HOOK} (run now)",
         "jobs/runs/get": f"{HOOK} (sync wait), {TRIGGER} (poll), {DURABLE} (decision)",
-        "jobs/runs/list": f"{DURABLE} (durable_find: runs by the identity in their name)",
+        "jobs/runs/list": f"{DURABLE} (durable_find, durable_find_all: runs by their name's marker)",
         "jobs/runs/get-output": f"{HOOK} (errors of failed tasks)",
         "jobs/runs/cancel": f"{HOOK} (on_kill), {DURABLE} (cancel)",
         "jobs/runs/cancel-all": f"{HOOK} (cancel_previous_runs)",
@@ -111,6 +111,11 @@ UNVALIDATED: dict[str, dict[str, str]] = {
         "purpose; the SDK loads an unknown value as None",
         "idempotency token error code": "the Jobs API documents that a deleted run's token answers an error, "
         "not which: the emulator answers 400 INVALID_PARAMETER_VALUE",
+        "runs/list page tokens and limit errors": "documented as opaque strings, and limit as 'greater than "
+        "0 and less than 25' (the schema: at most 25): the emulator's tokens are cursors past the page's "
+        "last (or before its first) run, limit 25 is accepted, and a bad limit, offset or token answers 400 "
+        "INVALID_PARAMETER_VALUE (the code is not documented). The operators send limit 24 and only tokens "
+        "the service gave them",
     },
     "snowflake": {
         "error bodies other than 422": "sqlapi.yaml describes 400/401/403/404/429/5xx without a body schema",

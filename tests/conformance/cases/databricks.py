@@ -75,6 +75,8 @@ CASES: list[SystemCase] = [
         id="databricks_submit_run",
         make=_databricks_submit,
         external_id_key="airflow_durable.databricks_submit_run",
+        # Both: the token, and a crash-window retry first looks the token up in its run's name.
+        window_closed_by="lookup",
         **_DATABRICKS_COMMON,
     ),
     SystemCase(
