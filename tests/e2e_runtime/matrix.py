@@ -81,11 +81,6 @@ CELERY_STOP_WAIT = 150
 #: What try 1's log says once the DAG file holds it inside ``execute_complete`` (``completekill``,
 #: ``podcomplete``): a SIGTERM before that can land before the task runner handles it, and kill the task.
 COMPLETE_HOLD_MARK = "runtime matrix: holding try 1 inside"
-#: Why the durable cells of the graceful stops are not judged yet (see `Fault.pending`).
-STOP_IS_NOT_CANCEL = (
-    "the engine's on_kill cancels the job on a graceful stop (SIGTERM forwarded by the supervisor), so "
-    "the retry starts a second one: DESIGN §8 'Stopped is not cancelled' is engine work not on main yet"
-)
 SIDES = ("upstream", "durable")
 PATHS = ("deferrable", "sync")
 
@@ -207,14 +202,12 @@ FAULTS: dict[str, Fault] = {
             f"on_kill), SIGKILL of supervisor and task {POD_GRACE} s later (sync: while it polls; "
             "deferrable: in execute, before it defers)",
             ("deferrable", "sync"),
-            pending=STOP_IS_NOT_CANCEL,
         ),
         Fault(
             "podcomplete",
             "A pod stop inside execute_complete, after the trigger's success event: SIGTERM to the "
             f"supervisor, SIGKILL of supervisor and task {POD_GRACE} s later",
             ("deferrable",),
-            pending=STOP_IS_NOT_CANCEL,
         ),
         Fault(
             "warmstop",
@@ -223,7 +216,6 @@ FAULTS: dict[str, Fault] = {
             "what is left), then the workers start again",
             ("deferrable", "sync"),
             needs="celery",
-            pending=STOP_IS_NOT_CANCEL,
         ),
         Fault(
             "coldstop",
@@ -233,7 +225,6 @@ FAULTS: dict[str, Fault] = {
             "then the workers start again",
             ("deferrable", "sync"),
             needs="celery",
-            pending=STOP_IS_NOT_CANCEL,
         ),
         Fault(
             "storeread",

@@ -54,11 +54,6 @@ ENV = {
 #: How long the stopped scheduler may take to exit after SIGTERM before it is SIGKILLed (systemd's
 #: TimeoutStopSec, 90 s by default; Kubernetes' grace, 30 s).
 STOP_GRACE = 30.0
-#: Why the durable result is not judged yet: the engine work it needs is not on main.
-PENDING = (
-    "the engine's on_kill cancels the job on a graceful stop (SIGTERM forwarded by the supervisor): "
-    "DESIGN §8 'Stopped is not cancelled' is engine work not on main yet"
-)
 
 
 def _polling(c: Case) -> Any:
@@ -184,7 +179,6 @@ def _why(r: dict[str, Any]) -> str:
     return f"\n{shown}\n----- task logs -----\n{r.get('logs', '')[-6000:]}"
 
 
-@pytest.mark.xfail(reason=PENDING, strict=False)
 def test_a_scheduler_restart_keeps_one_job_and_succeeds(restart: dict[str, Any]) -> None:
     r = restart[DURABLE]
     w = _why(r)
