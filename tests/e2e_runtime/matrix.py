@@ -71,6 +71,16 @@ TASK_ID = "job"
 EXECUTION_TIMEOUT = 20
 #: The ``storeslow`` cells: each task-state-store call of try 1 is answered this much later (seconds).
 STORE_DELAY = 3
+#: A pod stop (``podstop``, ``podcomplete``): SIGKILL this long after the SIGTERM (Kubernetes'
+#: ``terminationGracePeriodSeconds``, 30 s by default: shorter here to fit the test's budget; the task's
+#: ``on_kill`` runs within the first second).
+POD_GRACE = 10
+#: A Celery warm/cold shutdown: how long the test lets a worker drain before it SIGKILLs what is left
+#: (try 1's held status read keeps it busy up to 90 s after its submit; then it polls and its job ends).
+CELERY_STOP_WAIT = 150
+#: What try 1's log says once the DAG file holds it inside ``execute_complete`` (``completekill``,
+#: ``podcomplete``): a SIGTERM before that can land before the task runner handles it, and kill the task.
+COMPLETE_HOLD_MARK = "runtime matrix: holding try 1 inside"
 SIDES = ("upstream", "durable")
 PATHS = ("deferrable", "sync")
 
@@ -185,6 +195,37 @@ FAULTS: dict[str, Fault] = {
             ),
             jobs_of=(("snowflake", 2),),
         ),
+        # Graceful stops (DESIGN §8 "Stopped is not cancelled"): Airflow runs on_kill, then retries the task.
+        Fault(
+            "podstop",
+            "A pod stop while try 1 is on its worker: SIGTERM to its supervisor (forwarded to the task: "
+            f"on_kill), SIGKILL of supervisor and task {POD_GRACE} s later (sync: while it polls; "
+            "deferrable: in execute, before it defers)",
+            ("deferrable", "sync"),
+        ),
+        Fault(
+            "podcomplete",
+            "A pod stop inside execute_complete, after the trigger's success event: SIGTERM to the "
+            f"supervisor, SIGKILL of supervisor and task {POD_GRACE} s later",
+            ("deferrable",),
+        ),
+        Fault(
+            "warmstop",
+            "Celery warm shutdown: SIGTERM to every Celery worker's main process while try 1 runs on it; "
+            f"the running task finishes if it can (the test waits up to {CELERY_STOP_WAIT} s, then SIGKILLs "
+            "what is left), then the workers start again",
+            ("deferrable", "sync"),
+            needs="celery",
+        ),
+        Fault(
+            "coldstop",
+            "Celery cold shutdown: SIGTERM, then SIGQUIT 2 s later (Celery 5.6 ignores a second SIGTERM), to "
+            "every Celery worker's main process while try 1 runs on it: Celery terminates the running tasks; "
+            "what is left of a worker when its main process exits is SIGKILLed (a container ends with it), "
+            "then the workers start again",
+            ("deferrable", "sync"),
+            needs="celery",
+        ),
         Fault(
             "storeread",
             "The task-state store fails (api-server route down) at the read before deciding",
@@ -212,7 +253,14 @@ FAULTS: dict[str, Fault] = {
     )
 }
 #: The faults a test process applies to one task (the others strike a component of the deployment).
-PER_TASK_FAULTS = ("workerkill", "taskkill", "supkill", "completekill")
+PER_TASK_FAULTS = ("workerkill", "taskkill", "supkill", "completekill", "podstop", "podcomplete")
+#: Per-task faults that stop a try as a pod's stop does: SIGTERM, then SIGKILL after `POD_GRACE`.
+POD_STOP_FAULTS = ("podstop", "podcomplete")
+#: Faults that strike the Celery workers while every cell's try 1 is held in one (one batch per worker
+#: slots' worth of cells).
+CELERY_FAULTS = ("celerykill", "warmstop", "coldstop")
+#: The Celery workers' own graceful shutdowns (a deployment-wide fault each, run one after the other).
+CELERY_STOP_FAULTS = ("warmstop", "coldstop")
 #: Faults that a user's action (through the REST API) or the task's own limits bring about.
 USER_FAULTS = ("clear", "markfailed", "exectimeout", "clear34", "keepstate")
 #: Faults that need the deployment to clear as Airflow 3.4 does (the tier patches it, see
@@ -221,7 +269,7 @@ AIRFLOW34_FAULTS = ("clear34", "keepstate")
 #: Faults added to the matrix since docs/reliability.json was last recorded: their cells are awaited (not
 #: run yet) until ``make reliability`` records them; take a fault out once its cells are recorded
 #: (test_reliability_doc.py fails while a listed fault has all of them).
-UNMEASURED_FAULTS: tuple[str, ...] = ()
+UNMEASURED_FAULTS: tuple[str, ...] = ("podstop", "podcomplete", "warmstop", "coldstop")
 #: Faults of the task-state store, injected by the loopback proxy in front of the execution API.
 STORE_FAULTS = ("storeread", "storeintent", "storeid", "storeslow")
 
@@ -319,17 +367,24 @@ PHASES: dict[str, tuple[str, ...]] = {
     "store": STORE_FAULTS,
     # Airflow 3.4's clear, both ways, while the task waits on its job (a deployment patched to clear as 3.4).
     "clear34": AIRFLOW34_FAULTS,
+    # Graceful stops of one task's worker: a pod's SIGTERM, then SIGKILL after its grace period.
+    "podstop": POD_STOP_FAULTS,
+    # Graceful stops of the Celery workers: warm, then (a batch of its own) cold shutdown.
+    "celerystop": CELERY_STOP_FAULTS,
 }
 #: The phases whose fault strikes one cell only (its task, a user's action on it, its own store calls):
 #: their cells run side by side in one batch. The others strike the whole deployment and run alone.
-PER_CELL_PHASES: tuple[str, ...] = ("pertask", "user", "store", "clear34")
+PER_CELL_PHASES: tuple[str, ...] = ("pertask", "user", "store", "clear34", "podstop")
 #: Which phases a run covers (see :func:`selected_phases`).
 PHASES_ENV = "AFD_RT_PHASES"
 #: The phase sets a CI push alternates between (the commit hash picks one, as it picks the systems):
 #: both at once do not fit the stage's budget. The Celery-worker kill runs in ``make reliability`` only.
+#: Measured for one system (Databricks, 2 loaded cores): ``podstop`` alone 2 min 20 s side by side (its
+#: cells wait beside the other per-cell phases' cells), ``celerystop`` 6 min 10 s (alone: warm, then cold),
+#: so the long one joins the set without deployment-wide phases.
 CI_PHASE_SETS: tuple[tuple[str, ...], ...] = (
-    ("pertask", "trigkill", "schedrestart", "clear34"),
-    ("user", "store"),
+    ("pertask", "trigkill", "schedrestart", "clear34", "podstop"),
+    ("user", "store", "celerystop"),
 )
 
 #: Which systems a run covers (see :func:`selected_systems`).

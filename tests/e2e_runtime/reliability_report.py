@@ -18,6 +18,7 @@ from typing import Any
 from tests.e2e_runtime.matrix import (
     EXECUTION_TIMEOUT,
     FAULTS,
+    POD_GRACE,
     STORE_DELAY,
     SYSTEMS,
     UNMEASURED,
@@ -60,7 +61,28 @@ FAULT_TITLES = {
     "storeintent": "task-state store down at the write of the submission intent",
     "storeid": "task-state store down at the write of the job id, after submit",
     "storeslow": f"slow task-state store (every call of try 1 {STORE_DELAY} s late)",
+    "podstop": f"a pod stop while try 1 is on its worker (SIGTERM, SIGKILL {POD_GRACE} s later)",
+    "podcomplete": f"a pod stop inside execute_complete (SIGTERM, SIGKILL {POD_GRACE} s later)",
+    "warmstop": "Celery warm shutdown (SIGTERM to the worker) while try 1 runs on it",
+    "coldstop": "Celery cold shutdown (SIGTERM, then SIGQUIT) while try 1 runs on it",
 }
+#: The graceful stops: listed together, under an introduction of their own.
+GRACEFUL_FAULTS = ("podstop", "podcomplete", "warmstop", "coldstop")
+GRACEFUL_INTRO = [
+    "### Graceful stops",
+    "",
+    "Production stops workers gracefully: Kubernetes sends a pod SIGTERM (on an eviction, a drain, a",
+    f"deploy, a scale-in) and SIGKILL after its grace period (30 s by default; {POD_GRACE} s here),",
+    "`systemctl restart` does the same to a service, and Celery's own shutdown is warm (SIGTERM: stop",
+    "consuming, let the running tasks finish; the task gets no signal) or cold (SIGQUIT: Celery sends",
+    "its pool processes SIGTERM). Airflow's task supervisor forwards a SIGTERM it gets to the task, so",
+    "the operator's `on_kill` runs; with retries left the task is then retried.",
+    "A stop is not a cancel: nobody asked for the job to end. The provider's `on_kill` cancels the job",
+    "and its retry starts another; the durable operator leaves the job running and recorded while",
+    "Airflow still shows this try running, and the retry reconnects to it.",
+    "",
+]
+
 FAULT_ORDER = list(FAULT_TITLES)
 
 
@@ -281,8 +303,13 @@ def render(data: dict[str, Any]) -> str:
             )
             if not rows:
                 continue
+            graceful = fault in GRACEFUL_FAULTS
+            if graceful and not any(
+                c["fault"] in GRACEFUL_FAULTS[: GRACEFUL_FAULTS.index(fault)] for c in cells.values()
+            ):
+                lines += GRACEFUL_INTRO  # before the first graceful stop the results hold
             lines += [
-                f"### {FAULT_TITLES.get(fault, fault)}",
+                f"{'####' if graceful else '###'} {FAULT_TITLES.get(fault, fault)}",
                 "",
                 f"Durable's promise here: {_promise(fault)}.",
                 "",

@@ -241,3 +241,32 @@ def test_a_start_airflow_rescheduled_is_marked_and_its_extra_job_not_counted() -
     assert "1 more job in 1 run where Airflow rescheduled a start (marked ↻) is not counted." in page
     assert "| 3 jobs, success ↻ | 2 jobs, success ↻ |" in page
     assert page.count(reliability_report.RESCHEDULE_NOTE) == 1
+
+
+def test_the_graceful_stops_are_one_section_with_their_promise() -> None:
+    """The graceful stops' tables follow one introduction (a stop is not a cancel), each under a heading
+    of its own below it; the page shows the section only once the results hold such a cell."""
+    data = _run_results()
+    page = reliability_report.render(data)
+    assert page.count("### Graceful stops") == 1
+    section = page[page.index("### Graceful stops") :]
+    assert "A stop is not a cancel" in section
+    for fault in reliability_report.GRACEFUL_FAULTS:
+        assert f"#### {reliability_report.FAULT_TITLES[fault]}" in section
+    assert section.index("#### a pod stop while") < section.index("#### Celery cold shutdown")
+    assert "### Graceful stops" not in reliability_report.render(
+        {
+            **data,
+            "configurations": {
+                key: {
+                    **entry,
+                    "cells": {
+                        k: c
+                        for k, c in entry["cells"].items()
+                        if c["fault"] not in reliability_report.GRACEFUL_FAULTS
+                    },
+                }
+                for key, entry in data["configurations"].items()
+            },
+        }
+    )

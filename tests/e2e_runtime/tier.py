@@ -30,10 +30,16 @@ from tests.e2e_runtime import actions
 from tests.e2e_runtime.emulator_runner import EmulatorProcess, merge_environments
 from tests.e2e_runtime.matrix import (
     AIRFLOW34_FAULTS,
+    CELERY_FAULTS,
+    CELERY_STOP_FAULTS,
+    CELERY_STOP_WAIT,
     CELLS_ENV,
+    COMPLETE_HOLD_MARK,
     EXECUTION_TIMEOUT,
     FAULTS,
     PER_TASK_FAULTS,
+    POD_GRACE,
+    POD_STOP_FAULTS,
     STORE_DELAY,
     STORE_FAULTS,
     TASK_ID,
@@ -168,6 +174,14 @@ class _Run:
     result: CellResult | None = None
     #: (try, status reads) when that try was first seen deferred: later reads are its trigger's.
     deferred_reads: tuple[int, int] | None = None
+    #: A pod stop in its grace period: (supervisor, task) and each one's start time (``/proc``), when to
+    #: SIGKILL what is left of them, the stage after.
+    grace_pids: tuple[tuple[int, str], ...] = ()
+    grace_until: float = 0.0
+    after_grace: str = ""
+    #: After a Celery shutdown: ((try, jobs), status reads) when that try was first seen waiting on a
+    #: running job among that many; two reads later it polls it (see stage ``s_after``).
+    watch: tuple[tuple[int, int], int] | None = None
 
 
 class Tier:
@@ -198,6 +212,8 @@ class Tier:
         self.proxy: StoreProxy | None = None
         self._pg: Any = None
         self._pg_lock = threading.Lock()
+        #: Celery workers told to shut down: component -> (give up waiting at, processes of its session).
+        self._stopping: dict[str, tuple[float, set[int]]] = {}
         self.commit = _commit()[:12]
 
     # ------------------------------------------------------------------ lifecycle
@@ -307,14 +323,27 @@ class Tier:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
-    def _per_task_fault(self, run: _Run, ti: Any) -> bool:
-        """Kill what the cell's fault kills in the try's worker; False if its processes are not found yet."""
+    def _per_task_fault(self, run: _Run, ti: Any, then: str) -> bool:
+        """Kill what the cell's fault kills in the try's worker and go on to stage ``then`` (a pod stop:
+        SIGTERM now, its grace period in stage ``p_grace`` first); False if its processes are not found
+        yet."""
         assert self.dep is not None
         task = self.dep.task_pid(ti.id)
         supervisor = self.dep.supervisor_pid(task) if task else None
         if not task or not supervisor:
             return False
         fault = run.cell.fault
+        run.kill_try = ti.try_number
+        if fault in POD_STOP_FAULTS:
+            # What the kubelet does to a pod: SIGTERM to its main process (here the task's supervisor, which
+            # forwards it to the task process: on_kill runs), SIGKILL of everything left after the grace.
+            run.grace_pids = ((supervisor, _started(supervisor)), (task, _started(task)))
+            os.kill(supervisor, signal.SIGTERM)
+            run.grace_until = time.monotonic() + POD_GRACE
+            run.after_grace = then
+            run.stage = "p_grace"
+            return True
+        run.stage = then
         if fault in ("workerkill", "completekill"):
             self._kill([supervisor, task])
         elif fault == "taskkill":
@@ -334,6 +363,17 @@ class Tier:
                 dep.kill_component(name, tree=True)
             for name in workers:
                 dep.start_component(name)
+        elif fault in CELERY_STOP_FAULTS:
+            # A graceful shutdown is a signal to the worker's main process only (what `kill <pid>`, a
+            # container's stop or Celery's own tooling sends); Celery decides what its pool and tasks get.
+            workers = [c for c in dep.components if c.startswith("celery-worker-")]
+            for name in workers:
+                self._stopping[name] = (time.monotonic() + CELERY_STOP_WAIT, set(dep.session_pids(name)))
+                dep.procs[name].send_signal(signal.SIGTERM)  # warm shutdown: stop consuming, let tasks end
+            if fault == "coldstop":
+                time.sleep(2)
+                for name in workers:  # cold shutdown (Celery 5.6: SIGQUIT; a second SIGTERM is ignored)
+                    dep.procs[name].send_signal(signal.SIGQUIT)
         elif fault == "trigkill":
             dep.kill_component("triggerer")
         elif fault == "schedrestart":
@@ -343,12 +383,65 @@ class Tier:
         else:
             raise AssertionError(fault)
 
+    def _left_of_pod(self, run: _Run) -> list[int]:
+        """What a pod stop's SIGKILL strikes once its grace ended: the task process if it still runs, and
+        its supervisor only while it still supervises it. A Celery pool process outlives its task: once the
+        try ended within the grace it may already run another cell's try, which no stop of this one kills."""
+        (supervisor, supervisor_started), (task, task_started) = run.grace_pids
+        if _started(task) != task_started:
+            return []  # the try ended within the grace
+        assert self.dep is not None
+        alive = [task]
+        if _started(supervisor) == supervisor_started and self.dep.supervisor_pid(task) == supervisor:
+            alive.append(supervisor)
+        return alive
+
+    def _held_in_completion(self, run: _Run) -> bool:
+        """Whether try 1's log says the DAG file holds it inside ``execute_complete`` (its SIGTERM handler
+        is installed by then: a stop any earlier, at the resumption's start, kills the task outright)."""
+        assert self.dep is not None
+        root = self.dep.home / "logs" / f"dag_id={run.cell.dag_id}" / f"run_id={run.run_id}"
+        return any(
+            COMPLETE_HOLD_MARK in log.read_text(errors="replace")
+            for log in root.glob(f"task_id={TASK_ID}/attempt=1.log")
+        )
+
+    def _tend_stopping_workers(self) -> None:
+        """Start again each Celery worker told to shut down, once its main process exited (SIGKILLing what
+        is left of its session then, as a container ends with its main process) or, past its wait, after
+        SIGKILLing all of it (the end of a grace period)."""
+        assert self.dep is not None
+        dep = self.dep
+        for name, (deadline, seen) in list(self._stopping.items()):
+            proc = dep.procs[name]
+            seen |= set(dep.session_pids(name)) if proc.poll() is None else set()
+            if proc.poll() is None and time.monotonic() < deadline:
+                continue
+            if proc.poll() is None:
+                print(f"[tier] {name} still running {CELERY_STOP_WAIT} s after its shutdown began: SIGKILL")
+            left = [pid for pid in seen if self._alive_in_session(pid, proc.pid)]
+            if left:
+                print(f"[tier] {name} exited ({proc.poll()}); SIGKILL what is left of it: {sorted(left)}")
+            self._kill(left)
+            dep.kill_component(name, tree=True)  # the main process, if still there; waits for it
+            dep.start_component(name)
+            del self._stopping[name]
+
+    @staticmethod
+    def _alive_in_session(pid: int, session: int) -> bool:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        fields = stat[stat.rindex(")") + 2 :].split()  # "pid (comm) state ppid pgrp session ..."
+        return fields[0] != "Z" and int(fields[3]) == session
+
     # ------------------------------------------------------------------ the phase
     def _first_stage(self, cell: Cell) -> str:
         fault = cell.fault
         if fault in ("trigkill", "schedrestart"):
             return "defer"
-        if fault == "completekill":
+        if fault in ("completekill", "podcomplete"):
             return "c_defer"
         if fault in ("clear", "markfailed", *AIRFLOW34_FAULTS):
             return "u_wait"
@@ -359,15 +452,22 @@ class Tier:
         return "submit"
 
     def run_phase(self, cells: Iterable[Cell], max_in_flight: int = 8) -> list[CellResult]:
-        """Drive ``cells`` (faults of one kind: per task, or one global fault) to their end."""
+        """Drive ``cells`` to their end: the per-cell faults' side by side, then each global fault's alone
+        (one after the other)."""
         assert self.dep is not None
         runs = [_Run(cell, self.emulators[cell.system]) for cell in cells]
-        kinds = {r.cell.fault for r in runs}
-        global_faults = kinds - set(PER_TASK_FAULTS) - set(USER_FAULTS) - set(STORE_FAULTS)
-        if len(global_faults) > 1 or (global_faults and len(kinds) > 1):
-            raise ValueError("a phase holds per-task faults, or cells of one global fault")
-        global_fault = next(iter(global_faults), None)
-        if global_fault == "celerykill":
+        per_cell = set(PER_TASK_FAULTS) | set(USER_FAULTS) | set(STORE_FAULTS)
+        groups: dict[str | None, list[_Run]] = {}
+        for run in runs:
+            groups.setdefault(None if run.cell.fault in per_cell else run.cell.fault, []).append(run)
+        results: list[CellResult] = []
+        for global_fault, group in groups.items():
+            results += self._run_fault(group, global_fault, max_in_flight)
+        return results
+
+    def _run_fault(self, runs: list[_Run], global_fault: str | None, max_in_flight: int) -> list[CellResult]:
+        assert self.dep is not None
+        if global_fault in CELERY_FAULTS:
             # Every cell's try 1 must still be running (held) in a Celery worker when the workers die:
             # as many at once as the workers have task slots, one kill per batch. With more cells than
             # slots, the first ones' holds ran out (they deferred) before the last ones even started,
@@ -385,11 +485,14 @@ class Tier:
         in_flight = max_in_flight if global_fault is None else len(runs)
         stamp = int(time.time())
         for run in runs:
-            if run.cell.fault in PER_TASK_FAULTS + ("celerykill",) and run.cell.fault != "completekill":
+            if run.cell.fault in PER_TASK_FAULTS + CELERY_FAULTS and run.cell.fault not in (
+                "completekill",
+                "podcomplete",
+            ):
                 run.emulator.call("hold", dag_id=run.cell.dag_id, seconds=HOLD_SECONDS)
         pending = list(runs)
         global_done = False
-        while any(r.stage != "done" for r in runs):
+        while any(r.stage != "done" for r in runs) or self._stopping:
             active = [r for r in runs if r.stage not in ("pending", "done")]
             while pending and len(active) < in_flight:
                 run = pending.pop(0)
@@ -411,8 +514,12 @@ class Tier:
                 global_done = True
                 states = self._states(ready)
                 for run in ready:
-                    run.stage = "retry" if global_fault == "celerykill" else "after"
+                    # After a kill the retry waits on the job; after a Celery shutdown the same try may.
+                    run.stage = {"celerykill": "retry", "warmstop": "s_after", "coldstop": "s_after"}.get(
+                        global_fault, "after"
+                    )
                     self._baseline(run, states[run.cell.dag_id])
+            self._tend_stopping_workers()
             time.sleep(1.0)
         return [r.result for r in runs if r.result is not None]
 
@@ -457,32 +564,39 @@ class Tier:
             # The first try that runs holds the job (a try that never ran, e.g. requeued, does not).
             if ti is None or ti.state != "running" or not state["held"]:
                 return self._ended_early(run, state)
-            if run.cell.fault == "celerykill":
+            if run.cell.fault in CELERY_FAULTS:
                 if self.dep.task_pid(ti.id):
                     run.kill_try = ti.try_number
                     run.stage = "ready"
                 return None
-            if self._per_task_fault(run, ti):
-                run.kill_try = ti.try_number
+            if self._per_task_fault(run, ti, then="retry"):
                 self._baseline(run, state)
-                run.stage = "retry"
+        elif run.stage == "p_grace":  # a pod stop: SIGTERM sent; SIGKILL what is left once the grace ends
+            if time.monotonic() >= run.grace_until:
+                self._kill(self._left_of_pod(run))
+                run.stage = run.after_grace
+                self._baseline(run, state)
         elif run.stage == "defer":
             if ti is not None and ti.state == "deferred" and state["status_reads"] >= 2:
                 run.stage = "ready"
             else:
                 self._ended_early(run, state)
-        elif run.stage == "c_defer":  # completekill: the job succeeds while try 1 is deferred
+        elif run.stage == "c_defer":  # completekill, podcomplete: the job succeeds while try 1 is deferred
             if self._waiting_on_job(run, ti, state):
                 run.emulator.call("finish", dag_id=run.cell.dag_id)
                 run.stage = "c_resume"
             else:
                 self._ended_early(run, state)
         elif run.stage == "c_resume":  # try 1 resumed on the success event: held in execute_complete
-            if ti is not None and ti.state == "running" and ti.next_method and self._per_task_fault(run, ti):
-                run.kill_try = ti.try_number
+            if (
+                ti is not None
+                and ti.state == "running"
+                and ti.next_method
+                and (run.cell.fault != "podcomplete" or self._held_in_completion(run))
+                and self._per_task_fault(run, ti, then="drain")
+            ):
                 self._baseline(run, state)
                 run.untracked = 0
-                run.stage = "drain"
             else:
                 self._ended_early(run, state)
         elif run.stage == "u_wait":  # clear / markfailed: the task waits on its job
@@ -561,15 +675,34 @@ class Tier:
                 run.emulator.call("finish", dag_id=run.cell.dag_id)
                 self._baseline(run, run.emulator.call("state", dag_ids=[run.cell.dag_id])[run.cell.dag_id])
         elif run.stage == "retry":
+            # Only a running job's reads count: a retry that reads the job its try 1 cancelled (a lookup
+            # before its own submit) would otherwise let the jobs end before its own one exists, which then
+            # runs on (Batch podstop, durable deferrable, before the engine's stop-is-not-a-cancel).
             if (
                 ti is not None
                 and ti.try_number > run.kill_try
                 and ti.state in ("deferred", "running")
+                and any(j["running"] for j in state["jobs"])
                 and self._polled_since_baseline(run, state)
             ):
                 self._finish(run, state)
             else:
                 self._ended_early(run, state)
+        elif run.stage == "s_after":  # a Celery shutdown: let the job end once a try polls a running one
+            # The same try if it lived through the shutdown (warm; or cold, whose SIGTERM the supervisor
+            # forwards and then waits for its task), else the next one. Reads of no running job (on_kill's,
+            # or a dying try's read of the job it cancelled) never count: `after` counted those, and let
+            # the retry's new job run on forever.
+            running = sum(1 for j in state["jobs"] if j["running"])
+            if ti is None or ti.state not in ("deferred", "running") or not running:
+                self._ended_early(run, state)
+                return None
+            key = (ti.try_number, len(state["jobs"]))
+            if run.watch is None or run.watch[0] != key:
+                run.watch = (key, state["status_reads"])
+            elif state["status_reads"] >= run.watch[1] + 2:
+                run.untracked = running - 1
+                self._finish(run, state)
         elif run.stage == "after":  # a component was replaced: the job is being waited on again
             if (
                 ti is not None
@@ -594,7 +727,10 @@ class Tier:
             run.running_at_finish = running
             run.emulator.call("finish", dag_id=run.cell.dag_id)
             self._collect(
-                run, error="" if run.stage in ("retry", "after") else f"DAG run ended in stage {run.stage!r}"
+                run,
+                error=""
+                if run.stage in ("retry", "after", "s_after")
+                else f"DAG run ended in stage {run.stage!r}",
             )
 
     def _finish(self, run: _Run, state: dict[str, Any], error: str = "") -> None:
@@ -698,6 +834,17 @@ class Tier:
     def task_logs(self, dag_id: str) -> str:
         assert self.dep is not None
         return self.dep.task_logs(dag_id, chars=3000)
+
+
+def _started(pid: int) -> str:
+    """A process's start time (``/proc/<pid>/stat`` field 22; ``""`` if it is gone): with its pid, it names
+    one process, not whichever reuses the pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return "" if fields[0] == "Z" else fields[19]
 
 
 # --------------------------------------------------------------------------- results file

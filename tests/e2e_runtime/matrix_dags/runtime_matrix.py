@@ -19,6 +19,7 @@ from airflow.sdk import DAG, get_parsing_context
 
 from airflow_durable import catalogue
 from tests.e2e_runtime.matrix import (
+    COMPLETE_HOLD_MARK,
     EXECUTION_TIMEOUT,
     KINDS,
     SYSTEMS,
@@ -27,8 +28,9 @@ from tests.e2e_runtime.matrix import (
     selected_dag_ids,
 )
 
-#: ``completekill`` cells: how long try 1 stays inside its resumption (``execute_complete``) after the
-#: trigger's success event, for the test to SIGKILL it there. A later try is not held.
+#: ``completekill`` and ``podcomplete`` cells: how long try 1 stays inside its resumption
+#: (``execute_complete``) after the trigger's success event, for the test to kill (or stop) it there. A
+#: later try is not held.
 COMPLETE_HOLD_SECONDS = 120.0
 
 
@@ -41,7 +43,7 @@ def _held_in_completion(operator: type) -> type:
         def resume_execution(self, next_method: str, next_kwargs: Any, context: Any) -> Any:
             if next_method != "__fail__" and context["ti"].try_number == 1:
                 logging.getLogger(__name__).warning(
-                    "runtime matrix: holding try 1 inside %s for %ss", next_method, COMPLETE_HOLD_SECONDS
+                    "%s %s for %ss", COMPLETE_HOLD_MARK, next_method, COMPLETE_HOLD_SECONDS
                 )
                 time.sleep(COMPLETE_HOLD_SECONDS)
             return super().resume_execution(next_method, next_kwargs, context)
@@ -169,7 +171,7 @@ for _dag_id in selected_dag_ids():
     _cell = parse_dag_id(_dag_id)
     _upstream, _durable = _classes(_cell.system)
     _operator = _durable if _cell.side == "durable" else _upstream
-    if _cell.fault == "completekill":
+    if _cell.fault in ("completekill", "podcomplete"):
         _operator = _held_in_completion(_operator)
     _limits: dict[str, Any] = {"retries": 2, "retry_delay": timedelta(seconds=2)}
     if _cell.fault == "exectimeout":  # one try: the timeout must end the task, not start another job
