@@ -21,14 +21,14 @@ How the SQL API submits, reports, classifies, defers and returns — the durable
 
 from __future__ import annotations
 
+import datetime as dt
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import requests
 
-from airflow_durable import catalogue
-from airflow_durable.engine import DurableJobEngine, JobNotFoundError
-from airflow_durable.identity_tags import FoundJob, identity_of
+from airflow_durable.engine import DurableJobEngine, DurableLookupError, JobNotFoundError, tokens_in
+from airflow_durable.identity_tags import FoundJob, identities_in, identity_of
 from airflow_durable.operators import provider_required
 
 with provider_required(__name__):
@@ -48,6 +48,28 @@ __all__ = ["DurableSnowflakeSqlApiOperator"]
 
 # The SQL API's statement status codes: 202 running, 200 succeeded, 422 failed (or cancelled).
 _KNOWN_STATUS_CODES = frozenset({200, 202, 422})
+# QUERY_HISTORY's EXECUTION_STATUS in the operator's vocabulary (a cancelled statement: FAILED_WITH_ERROR).
+_HISTORY_STATUS = {
+    "SUCCESS": "success",
+    "FAILED_WITH_ERROR": "error",
+    "FAILED_WITH_INCIDENT": "error",
+    **{status: "running" for status in ("RUNNING", "QUEUED", "BLOCKED", "RESUMING_WAREHOUSE")},
+}
+# QUERY_TYPE of a multi-statement request's own row.
+_MULTI_STATEMENT = "MULTI_STATEMENT"
+_EPOCH = dt.datetime.fromtimestamp(0, dt.UTC)
+
+
+def _history_status(rows: list[compat.HistoryRow]) -> str:
+    """The statements' aggregate, as `durable_status` makes it; an undocumented value stays unknown."""
+    statuses = [_HISTORY_STATUS.get(r.status, f"QUERY_HISTORY:{r.status}") for r in rows]
+    for status in statuses:
+        if status.startswith("QUERY_HISTORY:"):
+            return status
+    for status in ("error", "running"):
+        if status in statuses:
+            return status
+    return "success"
 
 
 class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiOperator):
@@ -68,6 +90,8 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
     durable_event_id_key = "statement_query_ids"
     # The trigger's error events name no handle: they are about the tracked job.
     durable_event_statuses, durable_anonymous_event_statuses = frozenset({"success"}), frozenset({"error"})
+    #: ``RESULT_LIMIT`` of the lookup (`durable_find`): the most statements QUERY_HISTORY_BY_USER returns.
+    durable_lookup_limit: ClassVar[int] = 10000
 
     @cached_property
     def _hook(self) -> compat.IdempotentSqlApiHook:
@@ -112,9 +136,60 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
                 return status
         return "success"
 
-    def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
-        """Not available: the SQL API lists no statements (see the catalogue's lookup for Snowflake)."""
-        raise NotImplementedError(f"{type(self).__name__}: {catalogue.LOOKUPS[self.external_id_key].reason}")
+    def durable_find(
+        self, identity: str, context: Context | None = None, since: dt.datetime | None = None
+    ) -> list[FoundJob]:
+        """This task instance's requests of every generation and clear epoch, earliest first.
+
+        One statement through the SQL API reads ``INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER`` (the connection's
+        user, the last 7 days or since ``since``) filtered by the identity in ``QUERY_TAG``
+        (`compat.query_history`). A request's statements share its tag and session: they are one job, its
+        handles in start order (a multi-statement request's own row gives the request's status, and is its
+        handle while none of its statements has started). Older than 7 days, a refusal, or running statements
+        past ``RESULT_LIMIT``: `DurableLookupError`, never an empty list.
+        """
+        listing = self._durable_history(identity, since)
+        groups: dict[tuple[str, str], list[compat.HistoryRow]] = {}
+        for row in listing.rows:
+            if identity in identities_in(row.query_tag):
+                groups.setdefault((row.query_tag, row.session_id), []).append(row)
+        found = []
+        for (tag, _session), rows in groups.items():
+            rows.sort(key=lambda r: (r.started_at is None, r.started_at or _EPOCH))
+            parents = [r for r in rows if r.query_type == _MULTI_STATEMENT]
+            children = [r for r in rows if r.query_type != _MULTI_STATEMENT]
+            tokens = sorted(tokens_in(tag))
+            found.append(
+                FoundJob(
+                    id=[r.query_id for r in children or parents],
+                    status=_history_status(parents or children),
+                    created_at=min((r.started_at for r in rows if r.started_at), default=None),
+                    token=tokens[0] if tokens else None,
+                )
+            )
+        found.sort(key=lambda job: (job.created_at is None, job.created_at or _EPOCH))
+        return found
+
+    def _durable_history(self, pattern: str, since: dt.datetime | None) -> compat.HistoryListing:
+        try:
+            listing = compat.query_history(self._hook, pattern, since, self.durable_lookup_limit)
+        except compat.HistoryError as err:
+            raise DurableLookupError(f"task {self.task_id}: looking up Snowflake statements: {err}") from err
+        if listing.unended_cut:
+            raise DurableLookupError(
+                f"task {self.task_id}: QUERY_HISTORY_BY_USER returned RESULT_LIMIT={listing.limit} statements "
+                "that are all still running: a running statement of this task may be past the limit. Not "
+                "answering 'none found'; the next try looks again"
+            )
+        if listing.cut:
+            self.log.warning(
+                "task %s: QUERY_HISTORY_BY_USER stopped at RESULT_LIMIT=%d statements: every running statement "
+                "is listed, statements that ended before the most recent %d are not",
+                self.task_id,
+                listing.limit,
+                listing.limit,
+            )
+        return listing
 
     def durable_cancel(self, external_id: list[str]) -> None:
         # One call per handle, carrying on past a failure (as the provider's trigger does on kill).
