@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from airflow_durable.engine import DurableToken
 
-__all__ = ["DurableSnowflakeSqlApiOperator"]
+__all__ = ["DurableSnowflakeSqlApiOperator", "find_in_history"]
 
 # The SQL API's statement status codes: 202 running, 200 succeeded, 422 failed (or cancelled).
 _KNOWN_STATUS_CODES = frozenset({200, 202, 422})
@@ -70,6 +70,36 @@ def _history_status(rows: list[compat.HistoryRow]) -> str:
         if status in statuses:
             return status
     return "success"
+
+
+def find_in_history(listing: compat.HistoryListing, identity: str | None) -> list[tuple[str, FoundJob]]:
+    """The requests in a QUERY_HISTORY listing that carry ``identity`` (``None``: any identity), earliest
+    first, each with its identity.
+
+    A request's statements share its tag and session: they are one job, its handles in start order (a
+    multi-statement request's own row gives the request's status, and is its handle while none of its
+    statements has started).
+    """
+    groups: dict[tuple[str, str, str], list[compat.HistoryRow]] = {}
+    for row in listing.rows:
+        for found in sorted(identities_in(row.query_tag)):
+            if identity is None or found == identity:
+                groups.setdefault((found, row.query_tag, row.session_id), []).append(row)
+    jobs = []
+    for (found, tag, _session), rows in groups.items():
+        rows.sort(key=lambda r: (r.started_at is None, r.started_at or _EPOCH))
+        parents = [r for r in rows if r.query_type == _MULTI_STATEMENT]
+        children = [r for r in rows if r.query_type != _MULTI_STATEMENT]
+        tokens = sorted(tokens_in(tag))
+        job = FoundJob(
+            id=[r.query_id for r in children or parents],
+            status=_history_status(parents or children),
+            created_at=min((r.started_at for r in rows if r.started_at), default=None),
+            token=tokens[0] if tokens else None,
+        )
+        jobs.append((found, job))
+    jobs.sort(key=lambda pair: (pair[1].created_at is None, pair[1].created_at or _EPOCH))
+    return jobs
 
 
 class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiOperator):
@@ -149,26 +179,7 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
         past ``RESULT_LIMIT``: `DurableLookupError`, never an empty list.
         """
         listing = self._durable_history(identity, since)
-        groups: dict[tuple[str, str], list[compat.HistoryRow]] = {}
-        for row in listing.rows:
-            if identity in identities_in(row.query_tag):
-                groups.setdefault((row.query_tag, row.session_id), []).append(row)
-        found = []
-        for (tag, _session), rows in groups.items():
-            rows.sort(key=lambda r: (r.started_at is None, r.started_at or _EPOCH))
-            parents = [r for r in rows if r.query_type == _MULTI_STATEMENT]
-            children = [r for r in rows if r.query_type != _MULTI_STATEMENT]
-            tokens = sorted(tokens_in(tag))
-            found.append(
-                FoundJob(
-                    id=[r.query_id for r in children or parents],
-                    status=_history_status(parents or children),
-                    created_at=min((r.started_at for r in rows if r.started_at), default=None),
-                    token=tokens[0] if tokens else None,
-                )
-            )
-        found.sort(key=lambda job: (job.created_at is None, job.created_at or _EPOCH))
-        return found
+        return [job for _, job in find_in_history(listing, identity)]
 
     def _durable_history(self, pattern: str, since: dt.datetime | None) -> compat.HistoryListing:
         try:

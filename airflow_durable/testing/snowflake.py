@@ -126,10 +126,11 @@ class _SqlError(Exception):
         self.code, self.sql_state = code, sql_state
 
 
-def is_history_query(request: Request) -> bool:
+def is_history_query(request: Any) -> bool:
     """Whether a request is a ``POST /api/v2/statements`` that reads the QUERY_HISTORY table functions."""
-    body = request.json if isinstance(request.json, dict) else {}
-    return request.method == "POST" and bool(_HISTORY_FUNCTION.search(str(body.get("statement") or "")))
+    body = getattr(request, "json", None)
+    statement = str(body.get("statement") or "") if isinstance(body, dict) else ""
+    return getattr(request, "method", None) == "POST" and bool(_HISTORY_FUNCTION.search(statement))
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
