@@ -118,6 +118,27 @@ _TAIL = re.compile(
 )
 
 
+def history_contract() -> dict[str, Any]:
+    """QUERY_HISTORY's documented arguments, columns and EXECUTION_STATUS values
+    (``contracts/snowflake_query_history.json``, written from the function's docs page)."""
+    from importlib import resources
+
+    text = resources.files("airflow_durable.testing.contracts").joinpath("snowflake_query_history.json")
+    return dict(json.loads(text.read_text()))
+
+
+def check_history_rows(rows: Sequence[dict[str, Any]], contract: dict[str, Any]) -> list[str]:
+    """What in ``rows`` the documented shape does not have: a column, or an EXECUTION_STATUS value."""
+    problems = []
+    for row in rows:
+        extra = set(row) - set(contract["columns"])
+        if extra:
+            problems.append(f"{row.get('QUERY_ID')}: undocumented columns {sorted(extra)}")
+        if row.get("EXECUTION_STATUS") not in contract["execution_status"]:
+            problems.append(f"{row.get('QUERY_ID')}: undocumented EXECUTION_STATUS {row.get('EXECUTION_STATUS')!r}")
+    return problems
+
+
 class _SqlError(Exception):
     """A statement the SQL API compiles and refuses (422), or one the emulator does not evaluate."""
 
@@ -274,6 +295,7 @@ class SnowflakeEmulator(HttpEmulator):
         #: Set by a test: every QUERY_HISTORY statement fails with this message, as for a role that may not
         #: read the history (SQL compilation error 002003).
         self.history_refusal: str | None = None
+        self._history_contract = history_contract()
 
     @staticmethod
     def error_body(status: int, message: str) -> dict[str, str]:
@@ -596,6 +618,10 @@ class SnowflakeEmulator(HttpEmulator):
                 row(listed[0], req.parent_handle, "MULTI_STATEMENT", req.state, session)
         for statement in self.lookups.values():
             row(statement, statement.handle, "SELECT", statement.state, 0)
+        # Every row is checked against the documented shape, as every answer is against its contract.
+        problems = check_history_rows(rows, self._history_contract)
+        if problems:
+            raise EmulatorError(500, self.error_body(500, f"QUERY_HISTORY rows off the documented shape: {problems}"))
         return rows
 
     def _evaluate_history(self, sql: str, body: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
@@ -663,9 +689,7 @@ class SnowflakeEmulator(HttpEmulator):
     def _history_args(self, function: str, args: str, binds: Any) -> tuple[float, float | None, int, str | None]:
         now = time.time()
         start, end, limit, user = now - HISTORY_DAYS * 86400, None, HISTORY_LIMIT_DEFAULT, None
-        allowed = {"END_TIME_RANGE_START", "END_TIME_RANGE_END", "RESULT_LIMIT"}
-        if function == "QUERY_HISTORY_BY_USER":
-            allowed.add("USER_NAME")
+        allowed = set(self._history_contract["arguments"][function]) - {"INCLUDE_CLIENT_GENERATED_STATEMENT"}
         for part in _split_top(args):
             name, arrow, expr = part.partition("=>")
             name, expr = name.strip().upper(), expr.strip()
