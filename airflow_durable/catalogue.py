@@ -552,7 +552,8 @@ LOOKUPS: dict[str, Lookup] = {
         "`QUERY_TAG` the hook's session parameters set)",
         max_length=2000,
         characters="any (QUERY_TAG: a string of up to 2000 characters)",
-        list_call="`INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER` (`END_TIME_RANGE_START`, `RESULT_LIMIT` 10000), "
+        list_call="`INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER` (`END_TIME_RANGE_START`, `RESULT_LIMIT` "
+        "10000), "
         "one statement sent through the SQL API on the connection's warehouse, the query tag filtered in SQL "
         "(`CONTAINS`); a multi-statement request's queries grouped by tag and session",
         consistency=f"{SILENT} for the Information Schema function (`ACCOUNT_USAGE.QUERY_HISTORY`, not "

@@ -542,8 +542,8 @@ def _redshift_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
 
 
 def _snowflake_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
-    from airflow_durable.operators.snowflake import find_in_history
-    from airflow_durable.shims import snowflake as compat
+    module = importlib.import_module("airflow_durable.operators.snowflake")
+    compat = importlib.import_module("airflow_durable.shims.snowflake")
 
     # One QUERY_HISTORY_BY_USER statement on the connection's warehouse, the identity prefix matched in SQL;
     # RESULT_LIMIT is the bound (running statements come first, so a cut leaves out only ended ones, unless
@@ -555,7 +555,7 @@ def _snowflake_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
         # The running statements alone fill RESULT_LIMIT: a request's statements may be listed in part, and
         # a part is not a job to cancel. Nothing is listed, and the listing says it stopped.
         raise _Truncated(listing.listed)
-    for identity, job in find_in_history(listing, None):
+    for identity, job in module.find_in_history(listing, None):
         if job.status == "running":
             yield ListedJob(
                 "snowflake", locator, job.id, identity, job.token, job.status, _iso(job.created_at)

@@ -188,13 +188,15 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
             raise DurableLookupError(f"task {self.task_id}: looking up Snowflake statements: {err}") from err
         if listing.unended_cut:
             raise DurableLookupError(
-                f"task {self.task_id}: QUERY_HISTORY_BY_USER returned RESULT_LIMIT={listing.limit} statements "
+                f"task {self.task_id}: QUERY_HISTORY_BY_USER returned RESULT_LIMIT={listing.limit} "
+                "statements "
                 "that are all still running: a running statement of this task may be past the limit. Not "
                 "answering 'none found'; the next try looks again"
             )
         if listing.cut:
             self.log.warning(
-                "task %s: QUERY_HISTORY_BY_USER stopped at RESULT_LIMIT=%d statements: every running statement "
+                "task %s: QUERY_HISTORY_BY_USER stopped at RESULT_LIMIT=%d statements: every running "
+                "statement "
                 "is listed, statements that ended before the most recent %d are not",
                 self.task_id,
                 listing.limit,

@@ -179,7 +179,8 @@ def history_window(since: dt.datetime | None, now: dt.datetime | None = None) ->
         since = since.replace(tzinfo=dt.UTC)
     if since < earliest:
         raise HistoryError(
-            f"statements since {since.isoformat()} were asked for, but INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER "
+            f"statements since {since.isoformat()} were asked for, but "
+            "INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER "
             f"lists only the last 7 days (from {earliest.isoformat()}): older statements cannot be found"
         )
     return since
@@ -232,7 +233,7 @@ def query_history(
         records = hook.get_result_from_successful_sql_api_query(str(answer["statementHandle"]))
     else:
         names = [c["name"] for c in (answer.get("resultSetMetaData") or {}).get("rowType", [])]
-        records = [dict(zip(names, row)) for row in answer.get("data") or []]
+        records = [dict(zip(names, row, strict=True)) for row in answer.get("data") or []]
     return _listing(records, pattern, limit, start)
 
 
@@ -267,13 +268,15 @@ def _what_is_missing(message: str, answer: dict[str, Any]) -> str:
     lowered = message.lower()
     if "warehouse" in lowered:
         return (
-            f"{text}. It runs on the connection's warehouse: name one (connection extra `warehouse`) the role "
+            f"{text}. It runs on the connection's warehouse: name one (connection extra `warehouse`) "
+            "the role "
             "may use (USAGE on the warehouse)"
         )
     if "not authorized" in lowered or "insufficient privileges" in lowered or "does not exist" in lowered:
         return (
             f"{text}. The connection's role must be able to run INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER for "
-            "its own user: USAGE on a database for the INFORMATION_SCHEMA (connection extra `database`) and on "
+            "its own user: USAGE on a database for the INFORMATION_SCHEMA (connection extra `database`) "
+            "and on "
             "the warehouse"
         )
     return text
@@ -284,7 +287,8 @@ def _refused(err: requests.exceptions.HTTPError) -> HistoryError:
     code = response.status_code if response is not None else None
     if code in (401, 403):
         return HistoryError(
-            f"the SQL API refused the QUERY_HISTORY lookup (HTTP {code}): the connection's user or role may not "
+            f"the SQL API refused the QUERY_HISTORY lookup (HTTP {code}): the connection's user or role "
+            "may not "
             "run statements through the SQL API, or its token was refused"
         )
     return HistoryError(f"the QUERY_HISTORY lookup failed: {err}")

@@ -99,7 +99,9 @@ HISTORY_STATUS = {
     "FAILED": "FAILED_WITH_ERROR",
     "CANCELLED": "FAILED_WITH_ERROR",
 }
-_HISTORY_FUNCTION = re.compile(r"\bTABLE\s*\(\s*(?:INFORMATION_SCHEMA\s*\.\s*)?(QUERY_HISTORY(?:_BY_USER)?)\s*\(", re.I)
+_HISTORY_FUNCTION = re.compile(
+    r"\bTABLE\s*\(\s*(?:INFORMATION_SCHEMA\s*\.\s*)?(QUERY_HISTORY(?:_BY_USER)?)\s*\(", re.I
+)
 _SELECT = re.compile(r"\A\s*SELECT\s+(?P<select>.*?)\s+FROM\s+TABLE\s*\(", re.I | re.S)
 _COLUMN = re.compile(r"\A[A-Z_]+\Z", re.I)
 _ALIAS = re.compile(r"\A(?P<expr>.*?)\s+AS\s+(?P<alias>[A-Z_]+)\Z", re.I | re.S)
@@ -109,7 +111,9 @@ _COUNT_IF_IN = re.compile(
     r"\ACOUNT_IF\s*\(\s*(?P<col>[A-Z_]+)\s+IN\s*\((?P<values>[^)]*)\)\s*\)\s+OVER\s*\(\s*\)\Z", re.I
 )
 _CONTAINS_BIND = re.compile(r"\ACONTAINS\s*\(\s*(?P<col>[A-Z_]+)\s*,\s*\?\s*\)\Z", re.I)
-_FIRST_BY = re.compile(r"\AROW_NUMBER\s*\(\s*\)\s+OVER\s*\(\s*ORDER\s+BY\s+(?P<col>[A-Z_]+)\s*\)\s*=\s*1\Z", re.I)
+_FIRST_BY = re.compile(
+    r"\AROW_NUMBER\s*\(\s*\)\s+OVER\s*\(\s*ORDER\s+BY\s+(?P<col>[A-Z_]+)\s*\)\s*=\s*1\Z", re.I
+)
 _TO_TIMESTAMP = re.compile(r"\ATO_TIMESTAMP_LTZ\s*\(\s*(?P<n>\d+)\s*(?:,\s*(?P<scale>[0-9])\s*)?\)\Z", re.I)
 _TAIL = re.compile(
     r"\A\s*(?:WHERE\s+(?P<where>.*?))?\s*(?:QUALIFY\s+(?P<qualify>.*?))?\s*(?:ORDER\s+BY\s+(?P<order>[A-Z_]+)"
@@ -135,7 +139,9 @@ def check_history_rows(rows: Sequence[dict[str, Any]], contract: dict[str, Any])
         if extra:
             problems.append(f"{row.get('QUERY_ID')}: undocumented columns {sorted(extra)}")
         if row.get("EXECUTION_STATUS") not in contract["execution_status"]:
-            problems.append(f"{row.get('QUERY_ID')}: undocumented EXECUTION_STATUS {row.get('EXECUTION_STATUS')!r}")
+            problems.append(
+                f"{row.get('QUERY_ID')}: undocumented EXECUTION_STATUS {row.get('EXECUTION_STATUS')!r}"
+            )
     return problems
 
 
@@ -549,8 +555,11 @@ class SnowflakeEmulator(HttpEmulator):
         )
 
     # ------------------------------------------------------------------ QUERY_HISTORY
-    def _history(self, request_id: str, body: dict[str, Any], payload: dict[str, Any], run_async: bool) -> Response:
-        """Run a statement that reads QUERY_HISTORY[_BY_USER] now, as Snowflake does: it lists itself (running,
+    def _history(
+        self, request_id: str, body: dict[str, Any], payload: dict[str, Any], run_async: bool
+    ) -> Response:
+        """Run a statement that reads QUERY_HISTORY[_BY_USER] now, as Snowflake does: it lists itself
+        (running,
         with its own QUERY_TAG) and every statement of the user in the window, then answers 200 with the
         rows (202 when the request said ``async=true``; the GET of its handle then answers them)."""
         sql = str(body.get("statement") or "")
@@ -588,7 +597,9 @@ class SnowflakeEmulator(HttpEmulator):
         """Every statement of the connection's user, as QUERY_HISTORY's documented columns (a subset)."""
         rows: list[dict[str, Any]] = []
 
-        def row(statement: SnowflakeStatement, query_id: str, query_type: str, state: str, session: int) -> None:
+        def row(
+            statement: SnowflakeStatement, query_id: str, query_type: str, state: str, session: int
+        ) -> None:
             status = HISTORY_STATUS.get(state, "RUNNING")  # HTTP_<code>: a status answer, not a query state
             ended = status not in ("RUNNING", "QUEUED")
             payload = statement.payload
@@ -613,7 +624,13 @@ class SnowflakeEmulator(HttpEmulator):
             session = req.session_id
             listed = [s for s in req.statements if self.listed(s)]
             for statement in listed:
-                row(statement, statement.handle, statement.sql.split(None, 1)[0].upper(), statement.state, session)
+                row(
+                    statement,
+                    statement.handle,
+                    statement.sql.split(None, 1)[0].upper(),
+                    statement.state,
+                    session,
+                )
             if req.parent_handle is not None and listed:
                 row(listed[0], req.parent_handle, "MULTI_STATEMENT", req.state, session)
         for statement in self.lookups.values():
@@ -621,7 +638,9 @@ class SnowflakeEmulator(HttpEmulator):
         # Every row is checked against the documented shape, as every answer is against its contract.
         problems = check_history_rows(rows, self._history_contract)
         if problems:
-            raise EmulatorError(500, self.error_body(500, f"QUERY_HISTORY rows off the documented shape: {problems}"))
+            raise EmulatorError(
+                500, self.error_body(500, f"QUERY_HISTORY rows off the documented shape: {problems}")
+            )
         return rows
 
     def _evaluate_history(self, sql: str, body: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
@@ -657,13 +676,15 @@ class SnowflakeEmulator(HttpEmulator):
         )
         tail = _TAIL.match(sql[args_end + table_end.end() :])
         if tail is None:
-            raise _SqlError(f"the emulator does not evaluate {sql[args_end + table_end.end():]!r}")
+            raise _SqlError(f"the emulator does not evaluate {sql[args_end + table_end.end() :]!r}")
 
         rows = [
             r
             for r in self._history_rows()
             if user in (None, r["USER_NAME"])
-            and (r["END_TIME"] is None and end is None or r["END_TIME"] is not None and r["END_TIME"] >= start)
+            and (
+                r["END_TIME"] is None and end is None or r["END_TIME"] is not None and r["END_TIME"] >= start
+            )
             and (end is None or r["END_TIME"] is not None and r["END_TIME"] <= end)
         ]
         # RESULT_LIMIT before any predicate: the statements still running, then the most recently ended.
@@ -676,17 +697,23 @@ class SnowflakeEmulator(HttpEmulator):
         values = [{name: fn(r, rows) for name, fn in items} for r in rows]
         if tail.group("qualify"):
             compiled = [self._qualify_term(t, binds) for t in _split_top(tail.group("qualify"), " OR ")]
-            kept = [(r, v) for r, v in zip(rows, values) if any(term(r, rows) for term in compiled)]
+            kept = [
+                (r, v) for r, v in zip(rows, values, strict=True) if any(term(r, rows) for term in compiled)
+            ]
         else:
-            kept = list(zip(rows, values))
+            kept = list(zip(rows, values, strict=True))
         if tail.group("order"):
             col = tail.group("order").upper()
-            kept.sort(key=lambda rv: (rv[0].get(col) is None, rv[0].get(col) or 0), reverse=bool(
-                tail.group("dir") and tail.group("dir").upper() == "DESC"))
+            kept.sort(
+                key=lambda rv: (rv[0].get(col) is None, rv[0].get(col) or 0),
+                reverse=bool(tail.group("dir") and tail.group("dir").upper() == "DESC"),
+            )
         names = [name for name, _ in items]
         return names, [[_sql_text(v[name]) for name in names] for _, v in kept]
 
-    def _history_args(self, function: str, args: str, binds: Any) -> tuple[float, float | None, int, str | None]:
+    def _history_args(
+        self, function: str, args: str, binds: Any
+    ) -> tuple[float, float | None, int, str | None]:
         now = time.time()
         start, end, limit, user = now - HISTORY_DAYS * 86400, None, HISTORY_LIMIT_DEFAULT, None
         allowed = set(self._history_contract["arguments"][function]) - {"INCLUDE_CLIENT_GENERATED_STATEMENT"}
@@ -709,12 +736,15 @@ class SnowflakeEmulator(HttpEmulator):
             else:
                 stamp = _TO_TIMESTAMP.match(str(value))
                 if stamp is None:
-                    raise _SqlError(f"the emulator reads {name} as TO_TIMESTAMP_LTZ(<n>[, <scale>]), got {value!r}")
+                    raise _SqlError(
+                        f"the emulator reads {name} as TO_TIMESTAMP_LTZ(<n>[, <scale>]), got {value!r}"
+                    )
                 seconds = int(stamp.group("n")) / 10 ** int(stamp.group("scale") or 0)
                 if seconds < now - HISTORY_DAYS * 86400:
                     # SILENT on the message: the function page says only that an error is returned.
                     raise _SqlError(
-                        f"Invalid argument [{name}]: the time range must be within the last {HISTORY_DAYS} days",
+                        f"Invalid argument [{name}]: the time range must be within the last "
+                        f"{HISTORY_DAYS} days",
                         "002014",
                     )
                 if name == "END_TIME_RANGE_START":
@@ -725,7 +755,9 @@ class SnowflakeEmulator(HttpEmulator):
 
     def _select_item(self, item: str) -> tuple[str, Any]:
         aliased = _ALIAS.match(item)
-        expr, name = (aliased.group("expr").strip(), aliased.group("alias").upper()) if aliased else (item, item)
+        expr, name = (
+            (aliased.group("expr").strip(), aliased.group("alias").upper()) if aliased else (item, item)
+        )
         if _COLUMN.match(expr):
             col = expr.upper()
             return name.upper(), lambda r, rows: r.get(col)

@@ -248,7 +248,9 @@ def _is_list_request(request: Any) -> bool:
 
     target = f"{request.path}\n{getattr(request, 'path_params', {}).get('operation', '')}"
     # Snowflake lists by a statement (QUERY_HISTORY_BY_USER) sent to the submit call.
-    return request.method in ("GET", "POST") and bool(LIST_REQUEST.search(target)) or is_history_query(request)
+    return (
+        request.method in ("GET", "POST") and bool(LIST_REQUEST.search(target)) or is_history_query(request)
+    )
 
 
 # --------------------------------------------------------------------------- systems without a lookup

@@ -291,7 +291,7 @@ def _history(emulator: Any, sql: str, *, run_async: bool = False, pattern: str =
 
 def _rows(answer: dict[str, Any]) -> list[dict[str, Any]]:
     names = [c["name"] for c in answer["resultSetMetaData"]["rowType"]]
-    return [dict(zip(names, row)) for row in answer["data"]]
+    return [dict(zip(names, row, strict=True)) for row in answer["data"]]
 
 
 def test_query_history_lists_running_and_ended_statements_in_the_documented_shape(snowflake_emulator):
@@ -336,7 +336,9 @@ def test_query_history_filters_bounds_and_answers_async(snowflake_emulator):
     answer = _history(snowflake_emulator, sql.format(n=10), pattern="afd-ti-0123456789abcdef")
     assert _rows(answer.json()) == [{"QUERY_ID": mine, "LISTED": "3"}]  # 2 statements + the lookup
     # async=true: 202 with the handle, then the GET of the handle answers the rows.
-    accepted = _history(snowflake_emulator, sql.format(n=10), run_async=True, pattern="afd-ti-0123456789abcdef")
+    accepted = _history(
+        snowflake_emulator, sql.format(n=10), run_async=True, pattern="afd-ti-0123456789abcdef"
+    )
     assert accepted.status_code == 202
     got = hook().get_result_from_successful_sql_api_query(accepted.json()["statementHandle"])
     assert got == [{"QUERY_ID": mine, "LISTED": "4"}]
@@ -345,7 +347,10 @@ def test_query_history_filters_bounds_and_answers_async(snowflake_emulator):
         refused = _history(snowflake_emulator, sql.format(n=bad), pattern="x")
         assert refused.status_code == 422 and "RESULT_LIMIT" in refused.json()["message"]
     # A window older than the 7 days is an error, not an empty listing.
-    old = "SELECT QUERY_ID FROM TABLE(INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER(END_TIME_RANGE_START => TO_TIMESTAMP_LTZ(1000, 3)))"
+    old = (
+        "SELECT QUERY_ID FROM TABLE(INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER("
+        "END_TIME_RANGE_START => TO_TIMESTAMP_LTZ(1000, 3)))"
+    )
     refused = _history(snowflake_emulator, old)
     assert refused.status_code == 422 and "7 days" in refused.json()["message"]
     # The lookups are recorded, never as submissions.

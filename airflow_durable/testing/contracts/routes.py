@@ -126,7 +126,8 @@ UNVALIDATED: dict[str, dict[str, str]] = {
         "EXECUTION_STATUS values, RESULT_LIMIT 1..10000, 7 days) are checked against "
         "`contracts/snowflake_query_history.json`, written by hand from the QUERY_HISTORY function's page "
         "(it publishes no schema). The emulator evaluates the lookup's own SQL shape only (a select list of "
-        "columns, DATE_PART, COUNT/COUNT_IF OVER (); QUALIFY/WHERE of CONTAINS(col, ?) and ROW_NUMBER() = 1), "
+        "columns, DATE_PART, COUNT/COUNT_IF OVER (); QUALIFY/WHERE of CONTAINS(col, ?) and ROW_NUMBER() = "
+        "1), "
         "and keeps no end time (an ended statement ended as it started); SILENT: the message of the 7-day "
         "error, and the order among running statements under RESULT_LIMIT (newest first here)",
     },

@@ -36,7 +36,9 @@ def _lookups(emulator: Any) -> list[Any]:
     return [e for e in emulator.ledger.entries if e.operation == HISTORY_OPERATION]
 
 
-def test_a_running_request_is_found_whole_with_its_token_and_the_lookup_never_finds_itself(snowflake_emulator):
+def test_a_running_request_is_found_whole_with_its_token_and_the_lookup_never_finds_itself(
+    snowflake_emulator,
+):
     runner, handles, identity = _running_job(snowflake_emulator)
     op = make(snowflake_emulator, False)
     for _ in range(2):  # the second lookup sees the first in the history: its tag carries no identity
@@ -67,7 +69,12 @@ def test_a_window_older_than_seven_days_is_an_error_not_nothing(snowflake_emulat
             f"{op._hook.account_identifier}.snowflakecomputing.com/api/v2/statements",
             op._hook.get_headers(),
             {},
-            {"statement": sql, "warehouse": "W", "database": "D", "bindings": {"1": {"type": "TEXT", "value": "x"}}},
+            {
+                "statement": sql,
+                "warehouse": "W",
+                "database": "D",
+                "bindings": {"1": {"type": "TEXT", "value": "x"}},
+            },
         )
         assert status == 422
         raise compat.HistoryError(answer["message"])
@@ -91,8 +98,12 @@ def test_result_limit_reached_by_running_statements_is_an_error_and_otherwise_sa
 @pytest.mark.parametrize(
     ("setup", "message"),
     [
-        (lambda em: setattr(em, "history_refusal", "SQL compilation error: Object does not exist or not authorized."),
-         "must be able to run INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER"),
+        (
+            lambda em: setattr(
+                em, "history_refusal", "SQL compilation error: Object does not exist or not authorized."
+            ),
+            "must be able to run INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER",
+        ),
         (lambda em: None, "name one \\(connection extra `warehouse`\\)"),
     ],
     ids=["role-not-authorized", "no-warehouse"],
