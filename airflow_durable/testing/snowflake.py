@@ -783,7 +783,10 @@ class SnowflakeEmulator(HttpEmulator):
 
     def _cancel(self, request: Request) -> Response:
         handle = request.path_params["handle"]
-        self.cancel(self.live(handle), CANCEL_OPERATION)
+        parent = self._parents.get(handle)
+        # A multi-statement request's own handle cancels the request: every statement of it.
+        for statement in parent.statements if parent is not None else [self.live(handle)]:
+            self.cancel(statement, CANCEL_OPERATION)
         return Response(
             200, {"code": "000000", "message": "successfully canceled", "statementHandle": handle}
         )

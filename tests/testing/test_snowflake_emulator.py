@@ -355,3 +355,14 @@ def test_query_history_filters_bounds_and_answers_async(snowflake_emulator):
     assert refused.status_code == 422 and "7 days" in refused.json()["message"]
     # The lookups are recorded, never as submissions.
     assert len(snowflake_emulator.ledger.submissions()) == 2
+
+
+def test_cancelling_a_multi_statement_requests_own_handle_cancels_its_statements(snowflake_emulator):
+    """The lookup names a multi-statement request by its own handle while none of its statements has
+    started; the SQL API's cancel of that handle ends the request."""
+    snowflake_emulator.lifecycle = ["RUNNING"]
+    handles = hook().execute_query("select 1; select 2", statement_count=2)
+    parent = snowflake_emulator.request(handles).parent_handle
+    assert parent is not None and parent not in handles
+    hook().cancel_queries([parent])
+    assert [snowflake_emulator.job(h).state for h in handles] == ["CANCELLED", "CANCELLED"]
