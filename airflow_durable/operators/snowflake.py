@@ -72,6 +72,21 @@ def _history_status(rows: list[compat.HistoryRow]) -> str:
     return "success"
 
 
+def _run_began(context: Context) -> dt.datetime | None:
+    """When the task instance's DAG run began (queued, else started), within QUERY_HISTORY's 7 days.
+
+    The window bounds END times: a statement still running is listed whenever it started, so only
+    statements that ended before the run began (none of this run's jobs) are left out. ``None``: unknown.
+    """
+    run = context.get("dag_run")
+    began = [t for t in (getattr(run, "queued_at", None), getattr(run, "start_date", None)) if t is not None]
+    if not began or not all(isinstance(t, dt.datetime) for t in began):
+        return None
+    earliest = min(t if t.tzinfo else t.replace(tzinfo=dt.UTC) for t in began)
+    floor = dt.datetime.now(dt.UTC) - compat.HISTORY_REACH + dt.timedelta(minutes=10)
+    return max(earliest, floor)
+
+
 def find_in_history(listing: compat.HistoryListing, identity: str | None) -> list[tuple[str, FoundJob]]:
     """The requests in a QUERY_HISTORY listing that carry ``identity`` (``None``: any identity), earliest
     first, each with its identity.
@@ -172,12 +187,15 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
         """This task instance's requests of every generation and clear epoch, earliest first.
 
         One statement through the SQL API reads ``INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER`` (the connection's
-        user, the last 7 days or since ``since``) filtered by the identity in ``QUERY_TAG``
+        user; statements running, or ended since ``since``: by default since the task's DAG run began, at
+        most 7 days back) filtered by the identity in ``QUERY_TAG``
         (`compat.query_history`). A request's statements share its tag and session: they are one job, its
         handles in start order (a multi-statement request's own row gives the request's status, and is its
         handle while none of its statements has started). Older than 7 days, a refusal, or running statements
         past ``RESULT_LIMIT``: `DurableLookupError`, never an empty list.
         """
+        if since is None and context is not None:
+            since = _run_began(context)
         listing = self._durable_history(identity, since)
         return [job for _, job in find_in_history(listing, identity)]
 

@@ -123,3 +123,27 @@ def test_the_first_try_runs_no_lookup(snowflake_emulator):
     runner = TaskRunner(lambda: make(snowflake_emulator, False))
     assert runner.run().state == "success"
     assert _lookups(snowflake_emulator) == []
+
+
+def test_the_window_starts_when_the_dag_run_began_and_a_statement_still_running_is_listed_anyway(
+    snowflake_emulator,
+):
+    """END_TIME_RANGE_START bounds end times: a task's lookup starts its window when its DAG run began (fewer
+    statements against RESULT_LIMIT), and a statement that started earlier but still runs is listed."""
+    runner, handles, identity = _running_job(snowflake_emulator)
+    snowflake_emulator.backdate(handles, 3600)  # started an hour before the DAG run below
+    began = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    runner.dag_run.start_date = began
+    context = {"dag_run": runner.dag_run}
+    (found,) = make(snowflake_emulator, False).durable_find(identity, context)
+    assert found.id == handles and found.status == "running"
+    sent = _lookups(snowflake_emulator)[-1].payload["statement"]
+    assert f"TO_TIMESTAMP_LTZ({int(began.timestamp() * 1000)}, 3)" in sent
+    # Ended before the window: not listed (the engine only needs what still runs).
+    for handle in handles:
+        snowflake_emulator.set_state(handle, "SUCCESS")
+    assert make(snowflake_emulator, False).durable_find(identity, context) == []
+    # A DAG run older than the 7 days: the window is the 7 days (the ended request is in it), not an error.
+    runner.dag_run.start_date = began - dt.timedelta(days=30)
+    (ended,) = make(snowflake_emulator, False).durable_find(identity, context)
+    assert ended.id == handles and ended.status == "success"
