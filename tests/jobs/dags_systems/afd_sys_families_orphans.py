@@ -1,6 +1,6 @@
 """DAGs for ``tests/jobs/test_orphans_systems_runtime.py``, every other system family whose jobs can be looked
-up (Snowflake, BigQuery, Redshift Data, AWS Batch, EMR steps, EMR Serverless, EMR on EKS): per family, a job whose DAG
-run is deleted while the job goes on, and one still waited for.
+up (Snowflake, BigQuery, Redshift Data, AWS Batch, EMR steps, EMR Serverless, EMR on EKS): per family, a job
+whose DAG run is deleted while the job goes on, and one still waited for.
 
 Each family's emulator runs in its own process (``tests/e2e_runtime/emulator_runner.py``, as the reliability
 matrix runs them): its AWS connection is ``aws_<key>`` and its Variables ``afd_rt_*``. The arguments are the
