@@ -199,6 +199,13 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
         listing = self._durable_history(identity, since)
         return [job for _, job in find_in_history(listing, identity)]
 
+    def durable_find_all(self, token: DurableToken, context: Context) -> list[list[str]]:
+        """The requests carrying ``token``, earliest first: a crash-window retry asks before resending it,
+        since a ``requestId`` Snowflake no longer deduplicates (for how long it does is not documented) would
+        run the SQL a second time. The same statement as `durable_find`, the token matched in ``QUERY_TAG``."""
+        listing = self._durable_history(token.text, _run_began(context) if context else None)
+        return [list(job.id) for _, job in find_in_history(listing, None) if job.token == token.text]
+
     def _durable_history(self, pattern: str, since: dt.datetime | None) -> compat.HistoryListing:
         try:
             listing = compat.query_history(self._hook, pattern, since, self.durable_lookup_limit)
