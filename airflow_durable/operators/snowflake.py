@@ -202,7 +202,8 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
     def durable_find_all(self, token: DurableToken, context: Context) -> list[list[str]]:
         """The requests carrying ``token``, earliest first: a crash-window retry asks before resending it,
         since a ``requestId`` Snowflake no longer deduplicates (for how long it does is not documented) would
-        run the SQL a second time. The same statement as `durable_find`, the token matched in ``QUERY_TAG``."""
+        run the SQL a second time. The same statement as `durable_find`, the token matched in
+        ``QUERY_TAG``."""
         listing = self._durable_history(token.text, _run_began(context) if context else None)
         return [list(job.id) for _, job in find_in_history(listing, None) if job.token == token.text]
 
