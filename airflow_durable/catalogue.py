@@ -556,13 +556,14 @@ LOOKUPS: dict[str, Lookup] = {
         "`QUERY_TAG` the hook's session parameters set)",
         max_length=2000,
         characters="any (QUERY_TAG: a string of up to 2000 characters)",
-        list_call="none in the SQL API: statements are found only by running SQL "
-        "(`INFORMATION_SCHEMA.QUERY_HISTORY`, 7 days; `ACCOUNT_USAGE.QUERY_HISTORY`, up to 45 minutes late)",
-        consistency="`ACCOUNT_USAGE.QUERY_HISTORY`: up to 45 minutes of latency",
-        listed_for="`INFORMATION_SCHEMA.QUERY_HISTORY`: 7 days; `ACCOUNT_USAGE`: 365 days",
-        implemented=False,
-        reason="the SQL API has no list or filter of statements; a lookup would be a statement of its "
-        "own on a warehouse (`QUERY_HISTORY` by query tag), which is not built",
+        list_call="`INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER` (`END_TIME_RANGE_START`, `RESULT_LIMIT` "
+        "10000), "
+        "one statement sent through the SQL API on the connection's warehouse, the query tag filtered in SQL "
+        "(`CONTAINS`); a multi-statement request's queries grouped by tag and session",
+        consistency=f"{SILENT} for the Information Schema function (`ACCOUNT_USAGE.QUERY_HISTORY`, not "
+        "used: up to 45 minutes of latency); the emulator lists a statement at once",
+        listed_for="7 days (`INFORMATION_SCHEMA.QUERY_HISTORY*`: the last 7 days; a running statement is "
+        "always inside them: `STATEMENT_TIMEOUT_IN_SECONDS` is at most 604800)",
         sources=(
             "snowflakedb/snowflake-rest-api-specs specifications/sqlapi.yaml (parameters.query_tag)",
             "https://docs.snowflake.com/en/sql-reference/parameters#query-tag",

@@ -356,7 +356,6 @@ def test_every_operator_declares_where_its_jobs_carry_their_identity():
         assert lookup.max_length is None or lookup.max_length >= len(identity), row.key
     assert sorted(o.key for o in OPERATORS if not o.lookup.implemented) == [
         "airflow_durable.databricks_run_now",
-        "airflow_durable.snowflake_sql_api",
     ]
     limit = {o.key: o.lookup.max_length for o in OPERATORS}
     assert (

@@ -543,6 +543,27 @@ def _redshift_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
             kwargs["NextToken"] = page["NextToken"]
 
 
+def _snowflake_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
+    module = importlib.import_module("airflow_durable.operators.snowflake")
+    compat = importlib.import_module("airflow_durable.shims.snowflake")
+
+    # One QUERY_HISTORY_BY_USER statement on the connection's warehouse, the identity prefix matched in SQL;
+    # RESULT_LIMIT is the bound (running statements come first, so a cut leaves out only ended ones, unless
+    # the running ones alone fill it).
+    listing = compat.query_history(
+        _snowflake_hook(locator), "afd-ti-", limit=min(limit, compat.HISTORY_LIMIT_MAX)
+    )
+    if listing.unended_cut:
+        # The running statements alone fill RESULT_LIMIT: a request's statements may be listed in part, and
+        # a part is not a job to cancel. Nothing is listed, and the listing says it stopped.
+        raise _Truncated(listing.listed)
+    for identity, job in module.find_in_history(listing, None):
+        if job.status == "running":
+            yield ListedJob(
+                "snowflake", locator, job.id, identity, job.token, job.status, _iso(job.created_at)
+            )
+
+
 _STEP_INDEX = re.compile(r" step (\d+)/\d+\]$")
 
 
@@ -735,6 +756,7 @@ class _Lister:
 _AWS_REGION = ("region_name",)
 _LISTERS: dict[str, _Lister] = {
     "databricks": _Lister(_databricks_list),
+    "snowflake": _Lister(_snowflake_list),
     "bigquery": _Lister(_bigquery_list),
     "dbt-cloud": _Lister(_dbt_list),
     "redshift": _Lister(_redshift_list),

@@ -21,14 +21,14 @@ How the SQL API submits, reports, classifies, defers and returns — the durable
 
 from __future__ import annotations
 
+import datetime as dt
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import requests
 
-from airflow_durable import catalogue
-from airflow_durable.engine import DurableJobEngine, JobNotFoundError
-from airflow_durable.identity_tags import FoundJob, identity_of
+from airflow_durable.engine import DurableJobEngine, DurableLookupError, JobNotFoundError, tokens_in
+from airflow_durable.identity_tags import FoundJob, identities_in, identity_of
 from airflow_durable.operators import provider_required
 
 with provider_required(__name__):
@@ -44,10 +44,77 @@ if TYPE_CHECKING:
 
     from airflow_durable.engine import DurableToken
 
-__all__ = ["DurableSnowflakeSqlApiOperator"]
+__all__ = ["DurableSnowflakeSqlApiOperator", "find_in_history"]
 
 # The SQL API's statement status codes: 202 running, 200 succeeded, 422 failed (or cancelled).
 _KNOWN_STATUS_CODES = frozenset({200, 202, 422})
+# QUERY_HISTORY's EXECUTION_STATUS in the operator's vocabulary (a cancelled statement: FAILED_WITH_ERROR).
+_HISTORY_STATUS = {
+    "SUCCESS": "success",
+    "FAILED_WITH_ERROR": "error",
+    "FAILED_WITH_INCIDENT": "error",
+    **{status: "running" for status in ("RUNNING", "QUEUED", "BLOCKED", "RESUMING_WAREHOUSE")},
+}
+# QUERY_TYPE of a multi-statement request's own row.
+_MULTI_STATEMENT = "MULTI_STATEMENT"
+_EPOCH = dt.datetime.fromtimestamp(0, dt.UTC)
+
+
+def _history_status(rows: list[compat.HistoryRow]) -> str:
+    """The statements' aggregate, as `durable_status` makes it; an undocumented value stays unknown."""
+    statuses = [_HISTORY_STATUS.get(r.status, f"QUERY_HISTORY:{r.status}") for r in rows]
+    for status in statuses:
+        if status.startswith("QUERY_HISTORY:"):
+            return status
+    for status in ("error", "running"):
+        if status in statuses:
+            return status
+    return "success"
+
+
+def _run_began(context: Context) -> dt.datetime | None:
+    """When the task instance's DAG run began (queued, else started), within QUERY_HISTORY's 7 days.
+
+    The window bounds END times: a statement still running is listed whenever it started, so only
+    statements that ended before the run began (none of this run's jobs) are left out. ``None``: unknown.
+    """
+    run = context.get("dag_run")
+    began = [t for t in (getattr(run, "queued_at", None), getattr(run, "start_date", None)) if t is not None]
+    if not began or not all(isinstance(t, dt.datetime) for t in began):
+        return None
+    earliest = min(t if t.tzinfo else t.replace(tzinfo=dt.UTC) for t in began)
+    floor = dt.datetime.now(dt.UTC) - compat.HISTORY_REACH + dt.timedelta(minutes=10)
+    return max(earliest, floor)
+
+
+def find_in_history(listing: compat.HistoryListing, identity: str | None) -> list[tuple[str, FoundJob]]:
+    """The requests in a QUERY_HISTORY listing that carry ``identity`` (``None``: any identity), earliest
+    first, each with its identity.
+
+    A request's statements share its tag and session: they are one job, its handles in start order (a
+    multi-statement request's own row gives the request's status, and is its handle while none of its
+    statements has started).
+    """
+    groups: dict[tuple[str, str, str], list[compat.HistoryRow]] = {}
+    for row in listing.rows:
+        for found in sorted(identities_in(row.query_tag)):
+            if identity is None or found == identity:
+                groups.setdefault((found, row.query_tag, row.session_id), []).append(row)
+    jobs = []
+    for (found, tag, _session), rows in groups.items():
+        rows.sort(key=lambda r: (r.started_at is None, r.started_at or _EPOCH))
+        parents = [r for r in rows if r.query_type == _MULTI_STATEMENT]
+        children = [r for r in rows if r.query_type != _MULTI_STATEMENT]
+        tokens = sorted(tokens_in(tag))
+        job = FoundJob(
+            id=[r.query_id for r in children or parents],
+            status=_history_status(parents or children),
+            created_at=min((r.started_at for r in rows if r.started_at), default=None),
+            token=tokens[0] if tokens else None,
+        )
+        jobs.append((found, job))
+    jobs.sort(key=lambda pair: (pair[1].created_at is None, pair[1].created_at or _EPOCH))
+    return jobs
 
 
 class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiOperator):
@@ -68,6 +135,8 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
     durable_event_id_key = "statement_query_ids"
     # The trigger's error events name no handle: they are about the tracked job.
     durable_event_statuses, durable_anonymous_event_statuses = frozenset({"success"}), frozenset({"error"})
+    #: ``RESULT_LIMIT`` of the lookup (`durable_find`): the most statements QUERY_HISTORY_BY_USER returns.
+    durable_lookup_limit: ClassVar[int] = 10000
 
     @cached_property
     def _hook(self) -> compat.IdempotentSqlApiHook:
@@ -112,9 +181,54 @@ class DurableSnowflakeSqlApiOperator(DurableJobEngine, provider.SnowflakeSqlApiO
                 return status
         return "success"
 
-    def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
-        """Not available: the SQL API lists no statements (see the catalogue's lookup for Snowflake)."""
-        raise NotImplementedError(f"{type(self).__name__}: {catalogue.LOOKUPS[self.external_id_key].reason}")
+    def durable_find(
+        self, identity: str, context: Context | None = None, since: dt.datetime | None = None
+    ) -> list[FoundJob]:
+        """This task instance's requests of every generation and clear epoch, earliest first.
+
+        One statement through the SQL API reads ``INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER`` (the connection's
+        user; statements running, or ended since ``since``: by default since the task's DAG run began, at
+        most 7 days back) filtered by the identity in ``QUERY_TAG``
+        (`compat.query_history`). A request's statements share its tag and session: they are one job, its
+        handles in start order (a multi-statement request's own row gives the request's status, and is its
+        handle while none of its statements has started). Older than 7 days, a refusal, or running statements
+        past ``RESULT_LIMIT``: `DurableLookupError`, never an empty list.
+        """
+        if since is None and context is not None:
+            since = _run_began(context)
+        listing = self._durable_history(identity, since)
+        return [job for _, job in find_in_history(listing, identity)]
+
+    def durable_find_all(self, token: DurableToken, context: Context) -> list[list[str]]:
+        """The requests carrying ``token``, earliest first: a crash-window retry asks before resending it,
+        since a ``requestId`` Snowflake no longer deduplicates (for how long it does is not documented) would
+        run the SQL a second time. The same statement as `durable_find`, the token matched in
+        ``QUERY_TAG``."""
+        listing = self._durable_history(token.text, _run_began(context) if context else None)
+        return [list(job.id) for _, job in find_in_history(listing, None) if job.token == token.text]
+
+    def _durable_history(self, pattern: str, since: dt.datetime | None) -> compat.HistoryListing:
+        try:
+            listing = compat.query_history(self._hook, pattern, since, self.durable_lookup_limit)
+        except compat.HistoryError as err:
+            raise DurableLookupError(f"task {self.task_id}: looking up Snowflake statements: {err}") from err
+        if listing.unended_cut:
+            raise DurableLookupError(
+                f"task {self.task_id}: QUERY_HISTORY_BY_USER returned RESULT_LIMIT={listing.limit} "
+                "statements "
+                "that are all still running: a running statement of this task may be past the limit. Not "
+                "answering 'none found'; the next try looks again"
+            )
+        if listing.cut:
+            self.log.warning(
+                "task %s: QUERY_HISTORY_BY_USER stopped at RESULT_LIMIT=%d statements: every running "
+                "statement "
+                "is listed, statements that ended before the most recent %d are not",
+                self.task_id,
+                listing.limit,
+                listing.limit,
+            )
+        return listing
 
     def durable_cancel(self, external_id: list[str]) -> None:
         # One call per handle, carrying on past a failure (as the provider's trigger does on kill).

@@ -98,6 +98,8 @@ class SystemCase:
     }
     #: True where ``{"status": "error", "message": ...}`` is the provider trigger's own failure event.
     error_event_is_wellformed: bool = False
+    #: Whether a request to the submit call is a lookup, not a submission (``None``: none is).
+    is_lookup: Callable[[Any], bool] | None = None
     #: Whether a ledger token is one of our durable tokens (degraded runs must send none).
     is_durable_token: Callable[[Any], bool] = lambda token: token is not None and "afd-" in str(token)
 
@@ -133,6 +135,8 @@ class SystemCase:
         path = str(request.path)
         if request.method != "POST" or "cancel" in path.lower():
             return False
+        if self.is_lookup is not None and self.is_lookup(request):
+            return False  # a lookup sent through the submit call (Snowflake's QUERY_HISTORY statement)
         if self.cancel_operation[:1].isupper():  # the AWS services: one path per operation
             return any(path.endswith(f"/{op}") for op in self.submit_operations)
         markers = {

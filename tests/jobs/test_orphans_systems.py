@@ -244,8 +244,13 @@ def test_a_failed_list_call_is_an_error_that_names_it_and_finds_nothing(case, em
 
 
 def _is_list_request(request: Any) -> bool:
+    from airflow_durable.testing.snowflake import is_history_query
+
     target = f"{request.path}\n{getattr(request, 'path_params', {}).get('operation', '')}"
-    return request.method in ("GET", "POST") and bool(LIST_REQUEST.search(target))
+    # Snowflake lists by a statement (QUERY_HISTORY_BY_USER) sent to the submit call.
+    return (
+        request.method in ("GET", "POST") and bool(LIST_REQUEST.search(target)) or is_history_query(request)
+    )
 
 
 # --------------------------------------------------------------------------- systems without a lookup
@@ -305,7 +310,6 @@ def test_scan_syntax(text: str, expected: dict[str, str]) -> None:
     ("text", "message"),
     [
         ("nope", "unknown system 'nope'"),
-        ("snowflake", "cannot be listed"),
         ("emr-steps:aws_default", "needs job_flow_id"),
         ("databricks:x:region_name=eu", "takes no field 'region_name'"),
         ("batch:aws_default:region_name", "expected FIELD=VALUE"),
@@ -418,6 +422,8 @@ def test_a_listing_stops_at_its_bound_and_says_so(case, emulator):
 
     if case.id.startswith("emr_add_steps"):
         pytest.skip("ListSteps takes no page size: test_emr_steps_listing_stops_at_its_bound")
+    if case.id.startswith("snowflake"):
+        pytest.skip("RESULT_LIMIT cuts statements, not requests: test_snowflake_listing_stops_at_its_bound")
     jobs = _past_the_bound(case, emulator)
     bounded = list_marked(jobs[0].scan, limit=2)
     assert bounded.truncated_at is not None and bounded.truncated_at >= 2, bounded
@@ -427,6 +433,23 @@ def test_a_listing_stops_at_its_bound_and_says_so(case, emulator):
     whole = list_marked(jobs[0].scan, limit=10)
     assert whole.truncated_at is None
     assert {str(listed.external_id) for listed in whole.jobs} == ids
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id == "snowflake_sql_api"])
+def test_snowflake_listing_stops_at_its_bound(case, emulator):
+    """QUERY_HISTORY_BY_USER returns RESULT_LIMIT statements, running ones first: three running two-statement
+    requests and a limit of 2 cut inside them, so the listing names no (partial) request and says it stopped;
+    a limit that leaves room lists the three whole."""
+    from airflow_durable.jobs.systems import list_marked
+
+    jobs = _past_the_bound(case, emulator)
+    bounded = list_marked(jobs[0].scan, limit=2)
+    assert bounded.truncated_at == 2 and bounded.jobs == [], bounded
+    whole = list_marked(jobs[0].scan, limit=20)  # 3 requests: 9 rows (statements and requests), + lookups
+    assert whole.truncated_at is None
+    assert sorted(str(listed.external_id) for listed in whole.jobs) == sorted(
+        str(job.record.external_id) for job in jobs
+    )
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id == "batch"])

@@ -3,11 +3,11 @@ Databricks emulator: a DAG run deleted while its Databricks run goes on is found
 orphans`` with an empty cache, from the system itself, shown by the "Durable jobs" page's API, and ended
 by ``--cancel``; the run a deferred task still waits for is never touched. Job counts before and after are
 printed. The same for dbt Cloud (its emulator on HTTPS, the run's identity in its cause), on the same
-deployment, and for every other system family with a lookup: BigQuery, Redshift Data, AWS Batch, EMR steps,
-EMR Serverless and EMR on EKS, each emulator in its own process as the reliability matrix runs them
-(``tests/e2e_runtime/emulator_runner.py``), their DAG runs side by side. Snowflake and Databricks run-now
-are not here: their jobs carry no identity a list call could find (the catalogue says why), so a job whose
-record went with its DAG run cannot be found on those systems.
+deployment, and for every other system family with a lookup: Snowflake (one QUERY_HISTORY_BY_USER statement
+through the SQL API), BigQuery, Redshift Data, AWS Batch, EMR steps, EMR Serverless and EMR on EKS, each
+emulator in its own process as the reliability matrix runs them (``tests/e2e_runtime/emulator_runner.py``),
+their DAG runs side by side. Databricks run-now is not here: its runs carry no identity a list call could
+find (the catalogue says why), so a run whose record went with its DAG run cannot be found.
 """
 
 from __future__ import annotations
@@ -506,7 +506,8 @@ def family_phase(
                 )
                 continue
             if hits != 1:
-                family.problem = f"the trigger fault struck {hits} times, not once"
+                logs = "\n".join(dep.task_logs(d, chars=2500) for d in (deleted, tracked))
+                family.problem = f"the trigger fault struck {hits} times, not once\n{logs}"
                 continue
             api.request("DELETE", f"/api/v2/dags/{deleted}/dagRuns/{phase.run_ids[deleted]}")
             if dep.dag_run_state(deleted, phase.run_ids[deleted]) is not None:

@@ -191,8 +191,9 @@ NO_LOOKUP: dict[str, str] = {
     ),
     "3:no-lookup-*": (
         "the system offers no lookup of a task instance's jobs (catalogue Lookup.implemented False: "
-        "Databricks run-now takes no run name or tags and its idempotency_token is not listed; the "
-        "Snowflake SQL API has no statement list): a job whose record went is found by nothing but "
+        "Databricks run-now takes no run name or tags and its idempotency_token is not listed; Snowflake "
+        "moved to a lookup in issue 34, QUERY_HISTORY_BY_USER): a job whose record went is found by nothing "
+        "but "
         "`orphans`' cache. (A never-recorded job whose record keeps its token may still be reached by a "
         "try to come that resends the token through Databricks' idempotency key; the model does not "
         "credit that on these systems)"

@@ -264,3 +264,105 @@ def test_a_child_process_reaches_the_emulator_through_its_environment(snowflake_
     assert durable_ledger.submissions()[0].external_id == result["handles"]
     transports = {r.transport for r in snowflake_emulator.server.requests_to("/api/v2/statements/")}
     assert transports == {"sync", "async"}
+
+
+# --------------------------------------------------------------------------- QUERY_HISTORY (issue 34)
+def _history(emulator: Any, sql: str, *, run_async: bool = False, pattern: str = "") -> requests.Response:
+    params: dict[str, Any] = {"requestId": str(uuid.uuid4())}
+    if run_async:
+        params["async"] = "true"
+    return requests.post(
+        f"{emulator.url}/api/v2/statements",
+        params=params,
+        json={
+            "statement": sql,
+            "warehouse": "EMULATOR_WH",
+            "database": "EMULATOR_DB",
+            "bindings": {"1": {"type": "TEXT", "value": pattern}} if "?" in sql else {},
+            "parameters": {"query_tag": "probe"},
+        },
+        headers={
+            "Authorization": f"Bearer {emulator.token}",
+            "X-Snowflake-Authorization-Token-Type": "PROGRAMMATIC_ACCESS_TOKEN",
+        },
+        timeout=10,
+    )
+
+
+def _rows(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    names = [c["name"] for c in answer["resultSetMetaData"]["rowType"]]
+    return [dict(zip(names, row, strict=True)) for row in answer["data"]]
+
+
+def test_query_history_lists_running_and_ended_statements_in_the_documented_shape(snowflake_emulator):
+    from airflow_durable.testing.snowflake import check_history_rows, history_contract
+
+    contract = history_contract()
+    snowflake_emulator.lifecycle = ["RUNNING"]
+    running = hook().execute_query("select 1", statement_count=1, query_tag="afd-ti-0123456789abcdef t")[0]
+    failed, cancelled, done = (hook().execute_query(f"select {i}", statement_count=1)[0] for i in (2, 3, 4))
+    snowflake_emulator.set_state(failed, "FAILED")
+    snowflake_emulator.set_state(cancelled, "CANCELLED")
+    snowflake_emulator.set_state(done, "SUCCESS")
+    columns = ", ".join(contract["columns"])
+    answer = _history(
+        snowflake_emulator, f"SELECT {columns} FROM TABLE(INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER())"
+    )
+    assert answer.status_code == 200, answer.text  # not async: the rows come with the answer
+    rows = {r["QUERY_ID"]: r for r in _rows(answer.json())}
+    assert check_history_rows(list(rows.values()), contract) == []
+    assert set(next(iter(rows.values()))) == set(contract["columns"])
+    status = {h: rows[h]["EXECUTION_STATUS"] for h in (running, failed, cancelled, done)}
+    assert status == {
+        running: "RUNNING",
+        failed: "FAILED_WITH_ERROR",
+        cancelled: "FAILED_WITH_ERROR",  # a cancelled query fails with error 604
+        done: "SUCCESS",
+    }
+    assert rows[running]["END_TIME"] is None and rows[done]["END_TIME"] is not None
+    assert rows[running]["QUERY_TAG"] == "afd-ti-0123456789abcdef t"
+    # The statement reading the history lists itself, running, with its own tag.
+    assert [r["EXECUTION_STATUS"] for r in rows.values() if r["QUERY_TAG"] == "probe"] == ["RUNNING"]
+
+
+def test_query_history_filters_bounds_and_answers_async(snowflake_emulator):
+    snowflake_emulator.lifecycle = ["RUNNING"]
+    mine = hook().execute_query("select 1", statement_count=1, query_tag="afd-ti-0123456789abcdef t")[0]
+    hook().execute_query("select 2", statement_count=1, query_tag="other")
+    sql = (
+        "SELECT QUERY_ID, COUNT(*) OVER () AS LISTED FROM TABLE(INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER("
+        "RESULT_LIMIT => {n})) QUALIFY CONTAINS(QUERY_TAG, ?)"
+    )
+    answer = _history(snowflake_emulator, sql.format(n=10), pattern="afd-ti-0123456789abcdef")
+    assert _rows(answer.json()) == [{"QUERY_ID": mine, "LISTED": "3"}]  # 2 statements + the lookup
+    # async=true: 202 with the handle, then the GET of the handle answers the rows.
+    accepted = _history(
+        snowflake_emulator, sql.format(n=10), run_async=True, pattern="afd-ti-0123456789abcdef"
+    )
+    assert accepted.status_code == 202
+    got = hook().get_result_from_successful_sql_api_query(accepted.json()["statementHandle"])
+    assert got == [{"QUERY_ID": mine, "LISTED": "4"}]
+    # RESULT_LIMIT is documented as 1..10000: outside, the statement fails to compile.
+    for bad in (0, 10001):
+        refused = _history(snowflake_emulator, sql.format(n=bad), pattern="x")
+        assert refused.status_code == 422 and "RESULT_LIMIT" in refused.json()["message"]
+    # A window older than the 7 days is an error, not an empty listing.
+    old = (
+        "SELECT QUERY_ID FROM TABLE(INFORMATION_SCHEMA.QUERY_HISTORY_BY_USER("
+        "END_TIME_RANGE_START => TO_TIMESTAMP_LTZ(1000, 3)))"
+    )
+    refused = _history(snowflake_emulator, old)
+    assert refused.status_code == 422 and "7 days" in refused.json()["message"]
+    # The lookups are recorded, never as submissions.
+    assert len(snowflake_emulator.ledger.submissions()) == 2
+
+
+def test_cancelling_a_multi_statement_requests_own_handle_cancels_its_statements(snowflake_emulator):
+    """The lookup names a multi-statement request by its own handle while none of its statements has
+    started; the SQL API's cancel of that handle ends the request."""
+    snowflake_emulator.lifecycle = ["RUNNING"]
+    handles = hook().execute_query("select 1; select 2", statement_count=2)
+    parent = snowflake_emulator.request(handles).parent_handle
+    assert parent is not None and parent not in handles
+    hook().cancel_queries([parent])
+    assert [snowflake_emulator.job(h).state for h in handles] == ["CANCELLED", "CANCELLED"]

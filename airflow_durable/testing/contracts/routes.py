@@ -34,7 +34,8 @@ ROUTES: dict[str, dict[str, str]] = {
         "jobs/update": f"{HOOK} (update_job)",
     },
     "snowflake": {
-        "SubmitStatement": f"{HOOK} (execute_query)",
+        "SubmitStatement": f"{HOOK} (execute_query), {DURABLE} (durable_find: one QUERY_HISTORY_BY_USER "
+        "statement, statements by the identity in their QUERY_TAG)",
         "GetStatementStatus": f"{HOOK} (sync wait), {TRIGGER} (poll), {DURABLE} (decision)",
         "CancelStatement": f"{HOOK} (on_kill), {DURABLE} (cancel)",
     },
@@ -126,6 +127,14 @@ UNVALIDATED: dict[str, dict[str, str]] = {
         "pageSize, resultSetMetaData in the request": "sent by SnowflakeSqlApiHook, documented nowhere: "
         "accepted",
         "GET / cancel requestId": "accepted as the document declares it, with no effect in the emulator",
+        "QUERY_HISTORY rows": "the lookup's answer is a result set, validated as any; its rows (columns, "
+        "EXECUTION_STATUS values, RESULT_LIMIT 1..10000, 7 days) are checked against "
+        "`contracts/snowflake_query_history.json`, written by hand from the QUERY_HISTORY function's page "
+        "(it publishes no schema). The emulator evaluates the lookup's own SQL shape only (a select list of "
+        "columns, DATE_PART, COUNT/COUNT_IF OVER (); QUALIFY/WHERE of CONTAINS(col, ?) and ROW_NUMBER() = "
+        "1), "
+        "and keeps no end time (an ended statement ended as it started); SILENT: the message of the 7-day "
+        "error, and the order among running statements under RESULT_LIMIT (newest first here)",
     },
     "bigquery": {
         "error bodies": "the discovery document describes no error shape; the emulator answers Google's "

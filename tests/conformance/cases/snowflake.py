@@ -40,6 +40,12 @@ def _snowflake_sql_api(emulator: Any, deferrable: bool, **overrides: Any) -> Any
     return DurableSnowflakeSqlApiOperator(**kwargs)
 
 
+def _is_history_query(request: Any) -> bool:
+    from airflow_durable.testing.snowflake import is_history_query
+
+    return is_history_query(request)
+
+
 CASES: list[SystemCase] = [
     SystemCase(
         id="snowflake_sql_api",
@@ -67,5 +73,9 @@ CASES: list[SystemCase] = [
         event_id_key="statement_query_ids",
         foreign_id=["01foreign-999999"],
         success_event=lambda handles: {"status": "success", "statement_query_ids": list(handles)},
+        is_lookup=lambda request: _is_history_query(request),
+        # The retry looks the token up in QUERY_HISTORY before resending it (the requestId's window is
+        # not documented).
+        window_closed_by="lookup",
     ),
 ]

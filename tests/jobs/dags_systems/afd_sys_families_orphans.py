@@ -1,6 +1,6 @@
 """DAGs for ``tests/jobs/test_orphans_systems_runtime.py``, every other system family whose jobs can be looked
-up (BigQuery, Redshift Data, AWS Batch, EMR steps, EMR Serverless, EMR on EKS): per family, a job whose DAG
-run is deleted while the job goes on, and one still waited for.
+up (Snowflake, BigQuery, Redshift Data, AWS Batch, EMR steps, EMR Serverless, EMR on EKS): per family, a job
+whose DAG run is deleted while the job goes on, and one still waited for.
 
 Each family's emulator runs in its own process (``tests/e2e_runtime/emulator_runner.py``, as the reliability
 matrix runs them): its AWS connection is ``aws_<key>`` and its Variables ``afd_rt_*``. The arguments are the
@@ -27,8 +27,16 @@ from tests.e2e_runtime.matrix import KEYS
 
 TASK_ID = "job"
 #: The job kinds (``--system``) of these DAGs: every one with a lookup but Databricks and dbt Cloud (their
-#: own DAG files). Snowflake and Databricks run-now have none.
-FAMILIES: tuple[str, ...] = ("bigquery", "redshift", "batch", "emr-steps", "emr-serverless", "emr-eks")
+#: own DAG files). Databricks run-now has none.
+FAMILIES: tuple[str, ...] = (
+    "snowflake",
+    "bigquery",
+    "redshift",
+    "batch",
+    "emr-steps",
+    "emr-serverless",
+    "emr-eks",
+)
 
 
 def dag_id_of(kind: str, role: str) -> str:
