@@ -951,14 +951,18 @@ class DurableJobEngine:
         if me.max_tries is not None and me.retries is not None and me.max_tries > me.retries:
             evidence.append(f"max_tries {me.max_tries} > retries {me.retries}: it was cleared")
         conn = next((name for name in self.durable_locator_fields if name.endswith("conn_id")), None)
-        whose = f"the task's connection ({conn}={getattr(self, conn, None)!r})" if conn else "the task's connection"
+        whose = (
+            f"the task's connection ({conn}={getattr(self, conn, None)!r})"
+            if conn
+            else "the task's connection"
+        )
         needs = f"{row.permission}" if row is not None and row.permission else f"the {how} call"
         return DurableLookupError(
             f"task {self.task_id}: no record of this task instance's job, and Airflow shows an earlier "
-            f"lifetime of it ({', '.join(evidence) or 'an earlier try'}); looking its jobs up ({how}) failed "
-            f"({type(err).__name__}: {err}). Not submitting: a job of an earlier try may still be running, and "
-            f"a new one would run beside it. The next try looks again; if the call was refused, {whose} needs "
-            f"{needs}."
+            f"lifetime of it ({', '.join(evidence) or 'an earlier try'}); looking its jobs up ({how}) "
+            f"failed ({type(err).__name__}: {err}). Not submitting: a job of an earlier try may still be "
+            "running, and a new one would run beside it. The next try looks again; if the call was refused, "
+            f"{whose} needs {needs}."
         )
 
     def _track_found_jobs(self, context: Context, store: StateStore, the_plan: Plan) -> JobRecord | None:
