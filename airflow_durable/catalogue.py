@@ -110,6 +110,9 @@ class Lookup:
     consistency: str
     #: How long a finished job stays listable.
     listed_for: str
+    #: What the task's connection must be allowed for the list call (a try that finds no record where
+    #: Airflow shows an earlier lifetime of its task instance fails without it: `DurableLookupError`).
+    permission: str = ""
     #: ``False``: the system offers no way (then ``reason`` says why, and a test asserts the gap).
     implemented: bool = True
     reason: str = ""
@@ -526,6 +529,8 @@ LOOKUPS: dict[str, Lookup] = {
         "minutes (60 days without a DAG run), run names matched client-side: one call per 24 one-time runs "
         "the workspace started since then; more than `durable_lookup_runs` (2400) there fails the try "
         "with `DurableLookupError`",
+        permission="listing the workspace's job runs (`GET /api/2.2/jobs/runs/list`) with the connection's "
+        "token",
         consistency=_NO_LAG,
         listed_for="60 days (runs are removed after 60 days)",
         sources=(
@@ -560,6 +565,8 @@ LOOKUPS: dict[str, Lookup] = {
         "10000), "
         "one statement sent through the SQL API on the connection's warehouse, the query tag filtered in SQL "
         "(`CONTAINS`); a multi-statement request's queries grouped by tag and session",
+        permission="a default warehouse and database on the connection (the Information Schema function "
+        "runs on the warehouse); the user reads its own history, no extra grant",
         consistency=f"{SILENT} for the Information Schema function (`ACCOUNT_USAGE.QUERY_HISTORY`, not "
         "used: up to 45 minutes of latency); the emulator lists a statement at once",
         listed_for="7 days (`INFORMATION_SCHEMA.QUERY_HISTORY*`: the last 7 days; a running statement is "
@@ -578,6 +585,7 @@ LOOKUPS: dict[str, Lookup] = {
         "a letter); at most 64 labels",
         list_call="`jobs.list` (`projection=full`, `minCreationTime`, pages by `pageToken`): it filters no "
         "labels, so labels are matched client-side; bounded by `durable_lookup_jobs`",
+        permission="the IAM permission `bigquery.jobs.list` on the project (`jobs.list`)",
         consistency=_NO_LAG,
         listed_for=f"{SILENT} in the discovery document; the console shows six months of job history",
         sources=(
@@ -591,6 +599,7 @@ LOOKUPS: dict[str, Lookup] = {
         characters="any (model: StatementNameString, max 2048; the operator keeps names within 500)",
         list_call="`ListStatements(StatementName=<identity>, Status=ALL)`: a prefix match, so the identity "
         "leads the name",
+        permission="the IAM action `redshift-data:ListStatements`",
         consistency=_NO_LAG,
         listed_for="24 hours (statement metadata is kept 24 hours)",
         sources=(
@@ -603,6 +612,7 @@ LOOKUPS: dict[str, Lookup] = {
         max_length=256,
         characters="the model's XML-safe characters",
         list_call="`ListSteps(ClusterId)`: newest first, 50 a page (`Marker`), names matched client-side",
+        permission="the IAM action `elasticmapreduce:ListSteps` on the cluster",
         consistency=_NO_LAG,
         listed_for=f"{SILENT}: while the cluster lists its steps",
         sources=(_AWS_MODEL, "https://docs.aws.amazon.com/emr/latest/APIReference/API_ListSteps.html"),
@@ -614,6 +624,8 @@ LOOKUPS: dict[str, Lookup] = {
         characters="name: 1-256 characters (pattern `.*\\S.*`); tag values: up to 256",
         list_call="`ListJobRuns(applicationId, createdAtAfter)` (50 a page, `nextToken`): it filters no name "
         "or tag, so names are matched client-side, then `GetJobRun` reads the tags of a match",
+        permission="the IAM actions `emr-serverless:ListJobRuns` and `emr-serverless:GetJobRun` on the "
+        "application",
         consistency=_NO_LAG,
         listed_for=SILENT,
         sources=(
@@ -627,6 +639,7 @@ LOOKUPS: dict[str, Lookup] = {
         characters="tag keys up to 128, values up to 256 characters",
         list_call="`ListJobRuns(virtualClusterId, name)`: the job runs of the operator's name (their tags "
         "and `clientToken` come with them), tags matched client-side",
+        permission="the IAM action `emr-containers:ListJobRuns` on the virtual cluster",
         consistency=_NO_LAG,
         listed_for=SILENT,
         sources=(
@@ -639,6 +652,7 @@ LOOKUPS: dict[str, Lookup] = {
         max_length=256,
         characters="tag keys up to 128, values up to 256 characters; at most 50 tags",
         list_call="`ListJobs(jobQueue, filters=[JOB_NAME])` (every status), then `DescribeJobs` for the tags",
+        permission="the IAM actions `batch:ListJobs` and `batch:DescribeJobs`",
         consistency=_NO_LAG,
         listed_for=f"{SILENT}: Batch keeps finished jobs for a while (about 7 days in practice)",
         sources=(_AWS_MODEL, "https://docs.aws.amazon.com/batch/latest/APIReference/API_ListJobs.html"),
@@ -649,6 +663,8 @@ LOOKUPS: dict[str, Lookup] = {
         characters=f"any ({SILENT}: the limit is the provider's DBT_CAUSE_MAX_LENGTH)",
         list_call="`List Runs` (`job_definition_id`, `order_by=-created_at`, `include_related=trigger`, "
         "pages of 100 by `offset`), causes matched client-side; bounded by `durable_lookup_runs`",
+        permission="reading the job's runs (`List Runs`: `GET /api/v2/accounts/{account_id}/runs/`) with the "
+        "connection's API token",
         consistency=_NO_LAG,
         listed_for=SILENT,
         sources=(

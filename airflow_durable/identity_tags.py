@@ -26,6 +26,8 @@ __all__ = [
     "IDENTITY_LABEL",
     "IDENTITY_PATTERN",
     "IDENTITY_TAG",
+    "SUBMIT_ONLY",
+    "SUBMIT_ONLY_TAG",
     "TOKEN_LABEL",
     "TOKEN_TAG",
     "FoundJob",
@@ -34,6 +36,7 @@ __all__ = [
     "is_identity",
     "marker",
     "marked_jobs",
+    "submit_only_in",
     "task_identity",
 ]
 
@@ -44,6 +47,12 @@ _WHOLE = re.compile(r"afd-ti-[0-9a-f]{16}")
 #: The tag keys (Batch, EMR Serverless, EMR on EKS) under which the identity and the token travel.
 IDENTITY_TAG = "airflow-durable-ti"
 TOKEN_TAG = "airflow-durable-token"
+#: What a job carries when the task that submitted it only submits (its provider wait flag off): the job is
+#: that task's finished work, which something else waits on, so ``orphans`` and the reaper never end it. A
+#: word in a name or cause (`submit_only_in`), a tag (value ``"true"``) where the identity is a tag.
+SUBMIT_ONLY = "afd-submit-only"
+SUBMIT_ONLY_TAG = "airflow-durable-submit-only"
+_SUBMIT_ONLY_WORD = re.compile(r"(?<![\w-])afd-submit-only(?![\w-])")
 #: The BigQuery label keys of the identity and the token (label keys: lower case, at most 63 characters).
 IDENTITY_LABEL = "airflow-durable-ti"
 TOKEN_LABEL = "airflow-durable-token"
@@ -78,9 +87,15 @@ def identities_in(text: str | None) -> set[str]:
     return set(IDENTITY_PATTERN.findall(text or ""))
 
 
-def marker(identity: str, token: str) -> str:
-    """The text a name or cause carries: ``[<identity> <token>]`` (both whole, in this order)."""
-    return f"[{identity} {token}]"
+def marker(identity: str, token: str, submit_only: bool = False) -> str:
+    """The text a name or cause carries: ``[<identity> <token>]`` (both whole, in this order), with
+    `SUBMIT_ONLY` after the token for a job of a task that only submits."""
+    return f"[{identity} {token} {SUBMIT_ONLY}]" if submit_only else f"[{identity} {token}]"
+
+
+def submit_only_in(text: str | None) -> bool:
+    """Whether a name, cause or statement name carries `SUBMIT_ONLY` (as a whole word)."""
+    return _SUBMIT_ONLY_WORD.search(text or "") is not None
 
 
 _MARKED = re.compile(r"\[(afd-ti-[0-9a-f]{16}) (afd-[0-9a-f]{40}-g[0-9]+)[\] ]")

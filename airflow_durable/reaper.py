@@ -120,6 +120,8 @@ def decide(row: JobRow, now: dict[str, Any] | None) -> tuple[bool, str]:
     Returns ``(cancel, reason)``. Pure: the tests call it on every state a task instance can have.
     """
     why = row.orphan or "nothing waits for it"
+    if row.submit_only:
+        return False, "its task only submits: the job is that task's finished work, which others wait on"
     if now is None:
         return True, f"{why}; its task instance is gone"
     state = now.get("state")

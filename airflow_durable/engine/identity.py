@@ -162,16 +162,19 @@ class TryIdentity:
 
     @property
     def may_have_run_before(self) -> bool:
-        """Whether Airflow shows an earlier lifetime of this task instance: a later try (``try_number >
-        1``), a clear in its DAG run (``clear_number > 0``: of this task or another), or a clear of this
-        task (``max_tries > retries``). A try that finds no record then looks its jobs up in the system
-        (`airflow_durable.engine.decision.plan`): a record can vanish while its job runs (DESIGN §8). A
-        first try of a never-cleared run shows none of these, so its happy path makes no lookup.
+        """Whether Airflow shows an earlier lifetime of this very task instance: a later try (``try_number >
+        1``) or a clear of it after it ran (``max_tries > retries``). A try that finds no record then looks
+        its jobs up in the system (`airflow_durable.engine.decision.plan`): a record can vanish while its job
+        runs (DESIGN §8).
+
+        Airflow raises ``try_number`` each time it schedules a task instance and never lowers it, and
+        ``clear_task_instances`` sets ``max_tries = try_number + retries``: a task instance that ran has
+        ``try_number >= 1`` from then on, so every later try of it shows ``try_number > 1``, whatever cleared
+        it or its record (a 3.4 clear discarding the record included). The run's ``clear_number`` is no
+        evidence: it rises on a clear of any task in the run, and a task instance that never ran has no job.
         """
-        return (
-            (self.try_number is not None and self.try_number > 1)
-            or (self.clear_number is not None and self.clear_number > 0)
-            or (self.max_tries is not None and self.retries is not None and self.max_tries > self.retries)
+        return (self.try_number is not None and self.try_number > 1) or (
+            self.max_tries is not None and self.retries is not None and self.max_tries > self.retries
         )
 
     def lifetime_salt(self) -> str:

@@ -1052,12 +1052,24 @@ class DurableJobEngine:
         row = catalogue.LOOKUPS.get(self.external_id_key)
         call = re.search(r"`([^`]+)`", row.list_call) if row is not None else None
         how = f"{self.durable_system or type(self).__name__} {call.group(1) if call else 'list call'}"
+        evidence = []
+        if me.try_number is not None and me.try_number > 1:
+            evidence.append(f"try {me.try_number}")
+        if me.max_tries is not None and me.retries is not None and me.max_tries > me.retries:
+            evidence.append(f"max_tries {me.max_tries} > retries {me.retries}: it was cleared")
+        conn = next((name for name in self.durable_locator_fields if name.endswith("conn_id")), None)
+        whose = (
+            f"the task's connection ({conn}={getattr(self, conn, None)!r})"
+            if conn
+            else "the task's connection"
+        )
+        needs = f"{row.permission}" if row is not None and row.permission else f"the {how} call"
         return DurableLookupError(
             f"task {self.task_id}: no record of this task instance's job, and Airflow shows an earlier "
-            f"lifetime of it (try {me.try_number}, clear_number {me.clear_number}, max_tries {me.max_tries}, "
-            f"retries {me.retries}); looking its jobs up ({how}) failed ({type(err).__name__}: {err}). Not "
-            "submitting: a job of an earlier try may still be running, and a new one would run beside it. "
-            "The next try looks again; if the call is refused, allow it for the task's connection."
+            f"lifetime of it ({', '.join(evidence) or 'an earlier try'}); looking its jobs up ({how}) "
+            f"failed ({type(err).__name__}: {err}). Not submitting: a job of an earlier try may still be "
+            "running, and a new one would run beside it. The next try looks again; if the call was refused, "
+            f"{whose} needs {needs}."
         )
 
     def _track_found_jobs(self, context: Context, store: StateStore, the_plan: Plan) -> JobRecord | None:

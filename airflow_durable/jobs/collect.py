@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from airflow_durable.catalogue import LOOKUPS
+from airflow_durable.catalogue import LOOKUPS, OPERATORS
 from airflow_durable.identity_tags import task_identity
 from airflow_durable.jobs.api import AirflowApi, ApiError, NotFound
 from airflow_durable.jobs.records import DURABLE_OPERATORS, KEY_PREFIX, RecordError, parse_record
@@ -133,6 +133,8 @@ class JobRow:
     ti_url: str | None = None
     #: Why nothing can be said of it: its DAG is one the API user may not read (never an orphan).
     unknown: str | None = None
+    #: Its system lists it with the mark of a task that only submits (never an orphan: see `orphan_reason`).
+    submit_only: bool = False
 
     @property
     def ident(self) -> str:
@@ -320,8 +322,15 @@ def probe(rows: Sequence[JobRow], progress: Callable[[int, int], None] | None = 
 
 
 def orphan_reason(row: JobRow) -> str | None:
-    """Why nothing waits for this (probed) job, or ``None`` if something does or it is not active."""
+    """Why nothing waits for this (probed) job, or ``None`` if something does or it is not active.
+
+    A job its task only submitted (`JobRow.submit_only`) is that task's finished work, which a task
+    downstream or another system waits on: it outlives its task on purpose. Only an older job the engine
+    itself set out to end (``history``, ``unended``) is still judged.
+    """
     if row.live is None or not row.live.active:
+        return None
+    if row.submit_only and row.source in ("record", "cache", "system"):
         return None
     if row.source == "system":
         return row.note or "found on its system, no task waits for it"
@@ -519,10 +528,18 @@ class ScanReport:
     #: Active jobs nothing can be said of: their DAG is one the API user may not read (``JobRow.unknown``).
     #: Never orphans, never cancelled.
     unknown: list[JobRow] = field(default_factory=list)
+    #: Active jobs listed with the mark of a task that only submits (``system:id``): never orphans.
+    submit_only: list[str] = field(default_factory=list)
+    #: Every active job listed (``system:id``), marked or not.
+    listed_jobs: set[str] = field(default_factory=set, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        """Everything but ``unknown`` (jobs, given on their own by the callers)."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "unknown"}
+        """Everything but ``unknown`` (jobs, given on their own by the callers) and ``listed_jobs``."""
+        return {
+            name: getattr(self, name)
+            for name in self.__dataclass_fields__
+            if name not in ("unknown", "listed_jobs")
+        }
 
 
 def scans_for(rows: Iterable[JobRow], cached: Iterable[dict[str, Any]], report: ScanReport) -> list[Scan]:
@@ -596,6 +613,13 @@ def scan_systems(
             )
         for job in result.jobs:
             report.listed += 1
+            report.listed_jobs.add(f"{job.system}:{_ids_text(job.external_id)}")
+            if job.submit_only:
+                # Its task only submitted it: whoever waits on it is not a try of that task.
+                where_id = f"{job.system}:{_ids_text(job.external_id)}"
+                if where_id not in report.submit_only:
+                    report.submit_only.append(where_id)
+                continue
             if _ids(job.external_id) & named.get(job.system, set()):
                 continue  # a record names it: the record's rules judge it
             listed.setdefault((job.system, _ids_text(job.external_id)), (job, scan.where))
@@ -706,6 +730,18 @@ def _gone(api: AirflowApi, row: JobRow) -> str | None:
     return None
 
 
+def _maybe_submit_only(row: JobRow, listed: set[str]) -> bool:
+    """Whether a job only the cache names may be a submit-only task's, with nothing to tell: its task
+    succeeded (a waiting task succeeds once its job has), its operator has a wait flag, and no listing read
+    the job (a listed job says it by its mark)."""
+    if row.source != "cache" or row.note != "record deleted" or row.ti_state != "success":
+        return False
+    op = next((o for o in OPERATORS if o.key == row.key), None)
+    if op is not None and op.no_wait_kwarg is None:
+        return False
+    return f"{row.system}:{_ids_text(row.external_id)}" not in listed
+
+
 # --------------------------------------------------------------------------- orphans
 def find_orphans(
     api: AirflowApi,
@@ -765,6 +801,21 @@ def find_orphans(
             report,
             scan_limit,
         )
+    handed_over = set(report.submit_only)
+    for row in todo:
+        row.submit_only = row.submit_only or f"{row.system}:{_ids_text(row.external_id)}" in handed_over
+    todo = [row for row in todo if not (row.submit_only and row.source in ("record", "cache"))]
+    for row in todo:
+        if _maybe_submit_only(row, report.listed_jobs):
+            _not_judged(
+                row,
+                f"its task instance succeeded and its record is gone; a task of {row.operator or row.system} "
+                "may only submit its job (its wait flag off), leaving it running on purpose, and the job was "
+                "not listed on its system, where a mark would tell",
+                ui_url or api.url,
+                report.unknown,
+            )
+    todo = [row for row in todo if not row.unknown]
     probe([*todo, *report.unknown], progress)
     # An unknown job that has ended is no concern; one whose status could not be read still is.
     report.unknown[:] = [r for r in report.unknown if r.live is None or r.live.phase in ("active", "error")]

@@ -20,10 +20,12 @@ from airflow_durable import catalogue
 from airflow_durable.identity_tags import (
     IDENTITY_LABEL,
     IDENTITY_TAG,
+    SUBMIT_ONLY_TAG,
     TOKEN_LABEL,
     TOKEN_TAG,
     identities_in,
     marked_jobs,
+    submit_only_in,
 )
 
 __all__ = [
@@ -435,6 +437,7 @@ def _databricks_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]
                     str(state.get("life_cycle_state")),
                     _ms(run.get("start_time")),
                     run.get("run_page_url"),
+                    submit_only=submit_only_in(run.get("run_name")),
                 )
         read += len(runs)
         if not page.get("has_more"):
@@ -502,6 +505,7 @@ def _dbt_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
                     _DBT_STATUS.get(run.get("status"), str(run.get("status"))),
                     _iso(run.get("created_at")),
                     run.get("href"),
+                    submit_only=submit_only_in((run.get("trigger") or {}).get("cause")),
                 )
         if len(runs) < page:
             return
@@ -535,6 +539,7 @@ def _redshift_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
                         token,
                         str(statement.get("Status")),
                         _iso(statement.get("CreatedAt")),
+                        submit_only=submit_only_in(statement.get("StatementName")),
                     )
             if not page.get("NextToken"):
                 break
@@ -601,6 +606,7 @@ def _emr_steps_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
             ",".join(str((step.get("Status") or {}).get("State")) for _, step in steps),
             _iso((first.get("Timeline") or {}).get("CreationDateTime")),
             url,
+            submit_only=any(submit_only_in(step.get("Name")) for _, step in steps),
         )
     if truncated:
         raise _Truncated(truncated)
@@ -643,6 +649,7 @@ def _serverless_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]
                 None,
                 str(run.get("state")),
                 _iso(run.get("createdAt")),
+                submit_only=submit_only_in(run.get("name")),
             )
 
 
@@ -661,6 +668,7 @@ def _container_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
                 tags.get(TOKEN_TAG),
                 str(run.get("state")),
                 _iso(run.get("createdAt")),
+                submit_only=tags.get(SUBMIT_ONLY_TAG) == "true",
             )
 
 
@@ -700,6 +708,7 @@ def _batch_list(locator: dict[str, Any], limit: int) -> Iterator[ListedJob]:
                                 hook.conn_region_name,
                                 f"batch/home?region={{region_name}}#jobs/detail/{job['jobId']}",
                             ),
+                            submit_only=tags.get(SUBMIT_ONLY_TAG) == "true",
                         )
                 if not page.get("nextToken"):
                     break
@@ -738,6 +747,9 @@ class ListedJob:
     status: str  # the listing's status (the caller reads the live one)
     created_at: str | None = None
     url: str | None = None
+    #: It carries `airflow_durable.identity_tags.SUBMIT_ONLY`: its task only submitted it, and something
+    #: other than that task waits on it. Never an orphan.
+    submit_only: bool = False
 
 
 class ScanError(RuntimeError):

@@ -10,15 +10,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["CAUSE_IDENTITY_KEY", "CAUSE_TOKEN_KEY", "cause_with_token", "marked_name"]
+from airflow_durable.identity_tags import SUBMIT_ONLY, marker
+
+__all__ = ["CAUSE_IDENTITY_KEY", "CAUSE_MODE_KEY", "CAUSE_TOKEN_KEY", "cause_with_token", "marked_name"]
 
 #: The keys the token and the task instance's identity go under when the cause is a JSON object
 #: (OpenLineage parent-job injection).
 CAUSE_TOKEN_KEY = "airflow_durable_token"
 CAUSE_IDENTITY_KEY = "airflow_durable_ti"
+#: Set to `SUBMIT_ONLY` when the run's task only submits it.
+CAUSE_MODE_KEY = "airflow_durable_mode"
 
 
-def cause_with_token(reason: str | None, token: str, limit: int, identity: str | None = None) -> str:
+def cause_with_token(
+    reason: str | None, token: str, limit: int, identity: str | None = None, submit_only: bool = False
+) -> str:
     """The run ``cause`` carrying ``token`` (and ``identity``): at most ``limit`` characters, neither cut.
 
     A plain reason gets `` [<token>]`` (`` [<identity> <token>]``) appended, truncated with ``...`` to make
@@ -34,10 +40,12 @@ def cause_with_token(reason: str | None, token: str, limit: int, identity: str |
     if isinstance(parsed, dict):
         for candidate in (parsed, {k: v for k, v in parsed.items() if k != "root"}):
             ours = {CAUSE_TOKEN_KEY: token, **({CAUSE_IDENTITY_KEY: identity} if identity else {})}
+            if submit_only:
+                ours[CAUSE_MODE_KEY] = SUBMIT_ONLY
             serialized = json.dumps({**candidate, **ours}, separators=(",", ":"))
             if len(serialized) <= limit:
                 return serialized
-    suffix = f" [{identity} {token}]" if identity else f" [{token}]"
+    suffix = f" {marker(identity, token, submit_only)}" if identity else f" [{token}]"
     room = limit - len(suffix)
     if room < 0:
         raise ValueError(f"token {token!r} does not fit in a {limit}-character cause")

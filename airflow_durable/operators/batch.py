@@ -24,7 +24,7 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError
-from airflow_durable.identity_tags import IDENTITY_TAG, FoundJob, identity_of
+from airflow_durable.identity_tags import IDENTITY_TAG, SUBMIT_ONLY_TAG, FoundJob, identity_of
 from airflow_durable.operators import provider_required
 
 with provider_required(__name__):
@@ -65,7 +65,12 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
 
     def durable_submit(self, context: Context, token: DurableToken | None) -> str:
         tags = (
-            {**(self.tags or {}), TOKEN_TAG: token.text, IDENTITY_TAG: identity_of(context)}
+            {
+                **(self.tags or {}),
+                TOKEN_TAG: token.text,
+                IDENTITY_TAG: identity_of(context),
+                **({} if self.durable_waits() else {SUBMIT_ONLY_TAG: "true"}),
+            }
             if token is not None
             else self.tags
         )

@@ -329,7 +329,8 @@ class DurableDatabricksSubmitRunOperator(_DatabricksRunAdapter, provider.Databri
     def _mark(self, payload: dict[str, Any], context: Context, token: DurableToken) -> None:
         # runs/submit takes no tags: the run name you set stays, the marker follows it.
         name = str(payload.get("run_name") or "").strip()
-        payload["run_name"] = f"{name} {marker(identity_of(context), token.text)}".lstrip()
+        mark = marker(identity_of(context), token.text, submit_only=not self.durable_waits())
+        payload["run_name"] = f"{name} {mark}".lstrip()
 
     def _start_run(self, payload: dict[str, Any]) -> int:
         return self._hook.submit_run(payload)

@@ -45,11 +45,15 @@ _NAMES = {
 
 
 def cause_with_token(
-    reason: str | None, token: str, limit: int = DBT_CAUSE_MAX_LENGTH, identity: str | None = None
+    reason: str | None,
+    token: str,
+    limit: int = DBT_CAUSE_MAX_LENGTH,
+    identity: str | None = None,
+    submit_only: bool = False,
 ) -> str:
-    """The run ``cause`` carrying ``token`` (and the task instance's ``identity``), at most ``limit``
-    characters (see `_text.cause_with_token`)."""
-    return _text.cause_with_token(reason, token, limit, identity)
+    """The run ``cause`` carrying ``token`` (and the task instance's ``identity``, and whether its task only
+    submits), at most ``limit`` characters (see `_text.cause_with_token`)."""
+    return _text.cause_with_token(reason, token, limit, identity, submit_only)
 
 
 class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOperator):
@@ -126,7 +130,9 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
         self._durable_prepare(context)
         reason = self.trigger_reason
         cause = (
-            cause_with_token(reason, token.text, identity=identity_of(context))
+            cause_with_token(
+                reason, token.text, identity=identity_of(context), submit_only=not self.durable_waits()
+            )
             if token is not None
             else reason
         )

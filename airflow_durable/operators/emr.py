@@ -33,7 +33,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow_durable import shims
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, JobPhase, earliest_first, tokens_in
 from airflow_durable.engine.identity import DurableToken as _Token
-from airflow_durable.identity_tags import IDENTITY_TAG, TOKEN_TAG, FoundJob, identities_in, identity_of
+from airflow_durable.identity_tags import (
+    IDENTITY_TAG,
+    SUBMIT_ONLY,
+    SUBMIT_ONLY_TAG,
+    TOKEN_TAG,
+    FoundJob,
+    identities_in,
+    identity_of,
+)
 from airflow_durable.operators import provider_required
 from airflow_durable.operators._text import marked_name
 from airflow_durable.shims.aws import error_code
@@ -132,11 +140,13 @@ class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator)
             )
         count = len(steps)
         prefix = f"{identity} " if identity else ""
+        # Before the bracket: the token lookup matches the bracket whole.
+        mode = "" if self.durable_waits() else f"{SUBMIT_ONLY} "
         return [
             {
                 **step,
                 "Name": marked_name(
-                    step.get("Name"), f"[{prefix}{token.text} step {i}/{count}]", _STEP_NAME_MAX
+                    step.get("Name"), f"{mode}[{prefix}{token.text} step {i}/{count}]", _STEP_NAME_MAX
                 ),
             }
             for i, step in enumerate(steps, start=1)
@@ -386,18 +396,26 @@ class DurableEmrServerlessStartJobOperator(DurableJobEngine, _ServerlessCompleti
             # The job run carries its task instance's identity and token as tags, and the identity at the
             # end of its name (ListJobRuns shows names, not tags). Your tags and name stay.
             identity = identity_of(context)
+            # ListJobRuns shows names only: a job run of a task that only submits says so before the identity.
+            ending = identity if self.durable_waits() else f"{SUBMIT_ONLY} {identity}"
+            mode = {} if self.durable_waits() else {SUBMIT_ONLY_TAG: "true"}
             if (not self.name or self.name == generated) and "name" not in self.config:
                 # Left on the operator afterwards, as upstream leaves the name it generates; a later
                 # generation submitted by this same object gets its own name again.
                 self.name = self._durable_generated_name = marked_name(
-                    f"emr_serverless_job_airflow_{token.uuid}", identity, _JOB_RUN_NAME_MAX
+                    f"emr_serverless_job_airflow_{token.uuid}", ending, _JOB_RUN_NAME_MAX
                 )
             config = dict(self.config or {})
-            config["tags"] = {**(config.get("tags") or {}), IDENTITY_TAG: identity, TOKEN_TAG: token.text}
+            config["tags"] = {
+                **(config.get("tags") or {}),
+                IDENTITY_TAG: identity,
+                TOKEN_TAG: token.text,
+                **mode,
+            }
             if "name" in config:
-                config["name"] = marked_name(config["name"], identity, _JOB_RUN_NAME_MAX)
+                config["name"] = marked_name(config["name"], ending, _JOB_RUN_NAME_MAX)
             elif self.name != self.__dict__.get("_durable_generated_name"):
-                overrides["name"] = marked_name(self.name, identity, _JOB_RUN_NAME_MAX)
+                overrides["name"] = marked_name(self.name, ending, _JOB_RUN_NAME_MAX)
             overrides["config"] = config
         # The provider's own execute: starts the application if needed (it may defer on that and resume
         # into execute: the record says "submitting", so the resumed try submits with the same token),
@@ -554,6 +572,8 @@ class DurableEmrContainerOperator(DurableJobEngine, provider.EmrContainerOperato
         if token is not None:
             # Your tags stay; ListJobRuns answers them with each run (durable_find).
             tags = {**(self.tags or {}), IDENTITY_TAG: identity_of(context), TOKEN_TAG: token.text}
+            if not self.durable_waits():
+                tags[SUBMIT_ONLY_TAG] = "true"
         with self.durable_overriding(
             deferrable=False, wait_for_completion=False, client_request_token=client_token, tags=tags
         ):

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, tokens_in
-from airflow_durable.identity_tags import FoundJob, identity_of
+from airflow_durable.identity_tags import SUBMIT_ONLY, FoundJob, identity_of
 from airflow_durable.operators import provider_required
 from airflow_durable.shims import aws as compat
 
@@ -66,7 +66,8 @@ class DurableRedshiftDataOperator(DurableJobEngine, provider.RedshiftDataOperato
         if token is None:
             return compat.submit_statement(self, context, None)
         # ListStatements matches a StatementName prefix: the identity leads, your name follows.
-        name = " ".join(p for p in (identity_of(context), token.text, self.statement_name) if p)
+        mode = "" if self.durable_waits() else SUBMIT_ONLY
+        name = " ".join(p for p in (identity_of(context), token.text, mode, self.statement_name) if p)
         with self.durable_overriding(statement_name=name[:_STATEMENT_NAME_MAX]):
             # Sets statement_id (what on_kill cancels) and pushes session_id, as the provider does.
             return compat.submit_statement(self, context, token.text)

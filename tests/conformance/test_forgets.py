@@ -251,19 +251,49 @@ def test_a_clear_that_keeps_the_record_ends_the_old_job_without_a_lookup(case, e
 # --------------------------------------------------------------------------- (d) no evidence, no lookup
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_a_first_try_makes_no_lookup(case, emulator, deferrable):
-    """A first try of a run never cleared shows no earlier lifetime: no lookup. The same try in a run where
-    another task was cleared (``clear_number`` 1) does look up: the count can tell."""
+    """A first try of a run never cleared shows no earlier lifetime: no lookup."""
     _implemented(case)
     watch = _Watch(case, emulator, _lookup_signatures(case, emulator))
     runner = runner_for(case, emulator, deferrable)
     assert runner.run_try().state == "success"
     assert watch.before_submit == 0
 
-    evidence = runner_for(case, emulator, deferrable)
-    evidence.ti.run_id = "manual__2026-12-03"
-    evidence.dag_run.clear_number = 1
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_clear_of_another_task_is_no_evidence(case, emulator, deferrable):
+    """Another task of the run was cleared (the run's ``clear_number`` is 1): this task instance never ran
+    before, so its first try lists nothing before it submits, and succeeds where the connection may not
+    list jobs (every lookup before the submit is refused with 403). A system without an idempotency key
+    (Batch, EMR steps, dbt Cloud) lists after its submit to converge, on every first try: that is not
+    refused here."""
+    _implemented(case)
+    lookups = _lookup_signatures(case, emulator)
+    watch = _Watch(case, emulator, lookups)
+    refused = emulator.faults.add(
+        status=403,
+        times=None,
+        predicate=lambda request: not watch.submitted and _signature(request) in lookups,
+    )
+    runner = runner_for(case, emulator, deferrable)
+    runner.dag_run.clear_number = 1
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert watch.before_submit == 0
+    assert len(job_ids(case, emulator)) == 1
+    refused.remove()
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_clear_of_this_task_instance_is_evidence(case, emulator, deferrable):
+    """This task instance ran and was cleared (Airflow raises its ``max_tries`` and the run's
+    ``clear_number``), and its record is gone: the next try looks its jobs up."""
+    _implemented(case)
+    watch = _Watch(case, emulator, _lookup_signatures(case, emulator))
+    runner = runner_for(case, emulator, deferrable)
+    assert runner.run_try().state == "success"
+    _clear_discarding_state(runner)
     watch.arm()
-    assert evidence.run_try().state == "success"
+    assert runner.run_try().state == "success"
     assert watch.before_submit >= 1
 
 
@@ -285,6 +315,11 @@ def test_a_failed_lookup_submits_nothing(case, emulator, deferrable):
     assert isinstance(outcome.error, DurableLookupError), repr(outcome.error)
     message = str(outcome.error)
     assert "Not submitting" in message and str(case.make(emulator, False).durable_system) in message
+    # It says what the connection lacks: the permission for this system's list call, and which connection.
+    operator = case.make(emulator, False)
+    assert _lookup(case).permission and _lookup(case).permission in message, message
+    conn_field = operator.durable_locator_fields[0]
+    assert f"{conn_field}={getattr(operator, conn_field)!r}" in message, message
     assert job_ids(case, emulator) == [old], "submitted beside a job it could not see"
     assert case.external_id_key not in runner.store.data
     assert _state_of(emulator, old) != case.cancelled

@@ -636,3 +636,112 @@ def test_the_command_reports_a_job_it_cannot_judge_and_cancel_refuses_it(case, e
         f"kept databricks {job.job}" in done.stdout and "not cancelled: unknown (cannot read" in done.stdout
     )
     assert not job.cancelled
+
+
+# --------------------------------------------------------------------------- submit-only tasks (issue 30)
+def _no_wait_flag(case: SystemCase) -> str | None:
+    return next(o.no_wait_kwarg for o in catalogue.OPERATORS if o.key == case.external_id_key)
+
+
+SUBMIT_ONLY = [c for c in SCANNED if _no_wait_flag(c) is not None]
+
+
+class SubmittedOnly:
+    """A submit-only task (its wait flag off) started its job and succeeded; ``[state_store]
+    clear_on_success`` then deleted its record. The job runs on: a downstream task waits on it."""
+
+    def __init__(self, case: SystemCase, emulator: Any, airflow: AirflowStub) -> None:
+        emulator.lifecycle = [case.initial, case.running]
+        flag = _no_wait_flag(case)
+        assert flag is not None
+        self.runner = runner_for(case, emulator, False, **{flag: False})
+        outcome = self.runner.run_try()
+        assert outcome.state == "success", outcome.error
+        (self.job,) = job_ids(case, emulator)
+        raw = self.runner.store.data.pop(case.external_id_key)  # clear_on_success
+        assert raw["state"] == "done"
+        self.case, self.emulator = case, emulator
+        record = parse_record(case.external_id_key, raw)
+        scan = scan_of(record.system, record.locator)
+        assert scan is not None
+        self.scan: Scan = scan
+        ti = self.runner.ti
+        airflow.add_ti(
+            ti.dag_id,
+            ti.run_id,
+            ti.task_id,
+            "success",
+            map_index=ti.map_index,
+            operator=type(self.runner.last_operator).__name__,
+        )
+        # Another task's record names the same place, so a look without --scan lists it too.
+        other = {**raw, "external_id": case.foreign_id}
+        airflow.add_ti("another_dag", "manual__1", "other", "success", record=(case.external_id_key, other))
+
+    @property
+    def running(self) -> bool:
+        return str(self.emulator.run(self.job).state) in (str(self.case.initial), str(self.case.running))
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in SUBMIT_ONLY])
+def test_a_submit_only_tasks_job_is_no_orphan_once_its_record_is_gone(case, emulator, airflow):
+    """The job carries that its task only submitted it: ``orphans`` does not report it, with or without
+    ``--scan``, and ``--cancel`` has nothing to end."""
+    job = SubmittedOnly(case, emulator, airflow)
+    for kwargs in ({"scans": [job.scan]}, {}):
+        orphans, report = _find(airflow, **kwargs)
+        assert report.errors == [] and job.scan.where in report.scanned, report
+        assert orphans == [], [(o.external_id, o.orphan) for o in orphans]
+    assert _cancel(airflow, _find(airflow)[0]) == []
+    assert job.running
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in SUBMIT_ONLY])
+def test_the_reaper_leaves_a_submit_only_tasks_job_running(case, emulator, airflow):
+    from airflow_durable.reaper import reap
+
+    job = SubmittedOnly(case, emulator, airflow)
+    with AirflowApi(airflow.url) as api:
+        report = reap(api)
+    assert report.of("cancelled") == [], [o.describe() for o in report.outcomes]
+    assert job.running
+
+
+RUN_NOW = [c for c in NOT_SCANNED if c.id == "databricks_run_now"]
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in RUN_NOW])
+def test_a_cached_job_of_a_task_that_may_only_submit_is_unknown_once_its_record_is_gone(
+    case, emulator, airflow, tmp_path
+):
+    """Databricks run-now jobs carry no mark and cannot be listed. The cache saw the record while it tracked
+    the job; the task then succeeded and ``clear_on_success`` deleted the record. A waiting task succeeds
+    once its job has, so a job still running may be a submit-only task's: unknown, never cancelled."""
+    from airflow_durable.jobs.collect import JobCache
+    from airflow_durable.reaper import reap
+
+    emulator.lifecycle = [case.initial, case.running]
+    runner = runner_for(case, emulator, False, wait_for_termination=False)
+    runner.store.crash_when(record_state("submitted"), before=False)
+    assert runner.run_try().state == "crashed"
+    ti = runner.ti
+    raw = runner.store.data[case.external_id_key]
+    operator = type(runner.last_operator).__name__
+    key = airflow.add_ti(ti.dag_id, ti.run_id, ti.task_id, "running", operator=operator)
+    airflow.records[key] = {case.external_id_key: raw}
+    cache = JobCache(tmp_path / "jobs.json")
+    with AirflowApi(airflow.url) as api:
+        find_orphans(api, cache=cache)
+    del airflow.records[key]  # clear_on_success, as the task succeeds
+    airflow.tis[key]["state"] = "success"
+    report = ScanReport()
+    with AirflowApi(airflow.url) as api:
+        _, orphans = find_orphans(api, cache=cache, report=report)
+    assert orphans == [], [(o.external_id, o.orphan) for o in orphans]
+    (unknown,) = report.unknown
+    assert "may only submit" in (unknown.unknown or "")
+    with AirflowApi(airflow.url) as api:
+        reaped = reap(api, cache=cache)
+    assert reaped.of("cancelled") == [], [o.describe() for o in reaped.outcomes]
+    (job,) = job_ids(case, emulator)
+    assert str(emulator.run(job).state) != str(case.cancelled)

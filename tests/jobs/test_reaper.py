@@ -178,3 +178,12 @@ def test_the_example_dag_is_the_reaper():
     dag = namespace["dag"]
     assert dag.dag_id == "maintenance_reaper" and dag.max_active_runs == 1
     assert dag.params["dry_run"] is False and [t.task_id for t in dag.tasks] == ["reap"]
+
+
+@pytest.mark.parametrize("now", [None, {**TI, "state": "success"}, {**TI, "state": "failed"}])
+def test_a_submit_only_tasks_job_is_never_cancelled(now):
+    """Its system listed it with the mark of a task that only submits: someone else waits on it."""
+    row = orphan()
+    row.submit_only = True
+    cancel, reason = decide(row, now)
+    assert not cancel and "only submits" in reason

@@ -1372,9 +1372,9 @@ class World:
         Every job the model's operators submit carries the task instance's identity (its dag, run_id, task
         and map index: a deleted and re-created run has the same). The engine looks the identity up
         (``durable_find``) when the try finds no record and Airflow shows an earlier lifetime
-        (``TryIdentity.may_have_run_before``: ``try_number > 1``, ``clear_number > 0`` or ``max_tries >
-        retries``), and ends every still-active job of another lifetime. A try whose record names a job by
-        its token only reaches it too: an intent of its own clear epoch is resent with that token (the
+        (``TryIdentity.may_have_run_before``: ``try_number > 1`` or ``max_tries > retries``), and ends
+        every still-active job of another lifetime. A try whose record names a job by its token only
+        reaches it too: an intent of its own clear epoch is resent with that token (the
         system's idempotency key, or the token lookup after submitting: issue 22), an older epoch's intent
         or a token kept in ``unended`` is found by the token (``_left_by_old_epoch``) or resolved by the
         identity lookup (``_resolve_tokens``). Only an operator that waits ends what it found (one that only
@@ -1392,8 +1392,8 @@ class World:
             return ""
         record = self.db.store.get(operator.external_id_key)
         if record is None:
-            try_number, max_tries, clear_number, retries = coming
-            if not (try_number > 1 or clear_number > 0 or max_tries > retries):
+            try_number, max_tries, _clear_number, retries = coming
+            if not (try_number > 1 or max_tries > retries):
                 return "no-evidence"
             return None
         if job.tokens & deep_atoms(without_history(record)):

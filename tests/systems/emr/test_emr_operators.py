@@ -52,8 +52,9 @@ def test_steps_keep_readable_names_and_a_retry_after_an_interrupted_submit_finds
     step_ids = emr_emulator.step_ids(added.external_id)
     assert outcome.result == step_ids and len(step_ids) == 2
     names = [step["Name"] for step in added.payload["Steps"]]
-    assert names[0].startswith("extract [afd-") and names[0].endswith(" step 1/2]")
-    assert names[1].startswith("load [afd-") and names[1].endswith(" step 2/2]")
+    # The task only submits: each name says so before its marker (docs/jobs.md).
+    assert names[0].startswith("extract afd-submit-only [afd-") and names[0].endswith(" step 1/2]")
+    assert names[1].startswith("load afd-submit-only [afd-") and names[1].endswith(" step 2/2]")
     assert outcome.xcoms["job_flow_id"] == emr_emulator.cluster_id
 
 
