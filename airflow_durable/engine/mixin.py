@@ -556,6 +556,7 @@ class DurableJobEngine:
             timed_out=False,
             run_clear_number=run_clear_number,
             my_clear_number=self._me().clear_number,
+            wrote_record=self._durable_intent_token is not None or self._durable_written is not None,
         )
         return stop, knowledge
 

@@ -114,6 +114,7 @@ def stop_reason(
     timed_out: bool,
     run_clear_number: int | None = None,
     my_clear_number: int | None = None,
+    wrote_record: bool = True,
 ) -> Stop:
     """Why this try is stopping, from what Airflow answered when ``on_kill`` asked.
 
@@ -121,6 +122,8 @@ def stop_reason(
     still current: Airflow gives every retry, clear and reset a new one) and the task instance's state, both
     asked now. ``run_clear_number``: the DAG run's clear count now, asked only when the state is none;
     ``my_clear_number``: the count this try began with. Every clear raises it; a scheduler's reset does not.
+    ``wrote_record``: whether this try wrote its record yet. Until it has, a read that finds nothing does not
+    tell a newer try from no record at all; a superseded try's first write fails anyway, before it submits.
     """
     if timed_out:
         return Stop.TIMEOUT
@@ -137,7 +140,9 @@ def stop_reason(
         if knowledge.read is Read.OK:
             return Stop.SHUTDOWN
         if knowledge.read is Read.NOT_FOUND:
-            return Stop.TOLD  # superseded by a newer try (or the record was deleted): ownership decides
+            # Superseded by a newer try (or the record was deleted): ownership decides. Before this try's
+            # first write, no record at all reads the same, and Airflow shows it running.
+            return Stop.TOLD if wrote_record else Stop.SHUTDOWN
         return Stop.UNKNOWN
     # Queued, scheduled, up for retry, deferred: another try's state, so this one was superseded.
     return Stop.TOLD
