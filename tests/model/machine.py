@@ -263,6 +263,17 @@ def _beatable(p: Any) -> bool:
     return not p.frozen and not p.node_lost and not p.sigterm
 
 
+def _stoppable(p: Any) -> bool:
+    """A task process a graceful stop can reach: alive, not frozen, its supervisor still there."""
+    return not p.frozen and not p.node_lost and not p.doomed
+
+
+def _escalable(p: Any) -> bool:
+    """A SIGTERMed task process its supervisor escalates (``WatchedSubprocess.kill``): not one whose
+    supervisor is itself stopping (the grace period decides its end: `grace_expires`)."""
+    return p.sigterm and not p.doomed
+
+
 #: ``reset_dag_runs`` of the REST clear: true by default (the UI), false now and then.
 _RESET = st.sampled_from([True, True, True, False])
 
@@ -289,10 +300,30 @@ TRANSITIONS_TABLE: list[Transition] = [
     Transition(
         "sigkill_after_sigterm",
         "airflow",
-        lambda w: bool(_live(w, lambda p: p.sigterm)),
-        lambda w, i: w.escalate(_pick(_live(w, lambda p: p.sigterm), i)),
-        lambda w, i: f"supervisor escalates {_pick(_live(w, lambda p: p.sigterm), i).name} to SIGKILL",
+        lambda w: bool(_live(w, _escalable)),
+        lambda w, i: w.escalate(_pick(_live(w, _escalable), i)),
+        lambda w, i: f"supervisor escalates {_pick(_live(w, _escalable), i).name} to SIGKILL",
         st.integers(0, 3),
+    ),
+    Transition(
+        # After a worker's, pod's or scheduler's graceful stop: World.grace_expires
+        "grace_expires",
+        "airflow",
+        lambda w: bool(_live(w, lambda p: p.doomed)),
+        lambda w, i: w.grace_expires(_pick(_live(w, lambda p: p.doomed), i)),
+        lambda w, i: (
+            f"the grace period ends: {_pick(_live(w, lambda p: p.doomed), i).name} and its supervisor "
+            "SIGKILLed"
+        ),
+        st.integers(0, 3),
+    ),
+    Transition(
+        # The new scheduler's adopt_or_reset_orphaned_tasks after a LocalExecutor restart: World.reset_orphans
+        "reset_orphans",
+        "airflow",
+        lambda w: w.orphaned,
+        lambda w, _: w.reset_orphans(),
+        lambda w, _: "new scheduler: adopt_or_reset_orphaned_tasks",
     ),
     Transition(
         "triggerer_sync",
@@ -404,6 +435,31 @@ TRANSITIONS_TABLE: list[Transition] = [
         lambda w, p: w.kill_process(_pick(_live(w), p[0]), p[1]),
         lambda w, p: f"SIGKILL {_pick(_live(w), p[0]).name}{' and its node' if p[1] else ''}",
         st.tuples(st.integers(0, 3), st.booleans()),
+    ),
+    Transition(
+        # A graceful stop of the worker, pod or systemd service: World.worker_shutdown
+        "worker_shutdown",
+        "chaos",
+        lambda w: bool(_live(w, _stoppable)),
+        lambda w, p: w.worker_shutdown(_pick(_live(w, _stoppable), p[0]), in_call=p[1]),
+        lambda w, p: (
+            f"{_pick(_live(w, _stoppable), p[0]).name}'s worker shuts down gracefully: SIGTERM forwarded"
+            + (" (landing inside a supervisor-channel call)" if p[1] else "")
+        ),
+        st.tuples(st.integers(0, 3), st.booleans()),
+    ),
+    Transition(
+        # The scheduler stops and a new one starts: World.scheduler_restart
+        "scheduler_restart",
+        "chaos",
+        lambda w: True,
+        lambda w, p: w.scheduler_restart(p[0], in_call=p[1]),
+        lambda w, p: (
+            f"the scheduler restarts ({p[0]} executor)"
+            + (": its workers get SIGTERM" if p[0] == "local" else ": the new one adopts")
+            + (" (landing inside a supervisor-channel call)" if p[0] == "local" and p[1] else "")
+        ),
+        st.tuples(st.sampled_from(["local", "celery"]), st.booleans()),
     ),
     Transition(
         "worker_freezes",
