@@ -98,12 +98,16 @@ REAPER: dict[str, str] = {
         "SIGTERMed before its converging lookup ended the second, and no try follows (a try that follows "
         "resends the token and keeps the earliest job: the model then counts both as reached)"
     ),
-    "1:two-live-jobs-after-*": (
-        f"{_REAPER}: two jobs of one logical job (one kept in the record after its cancel failed) lost their "
-        "record to an outside hand (a mark success under clear_on_success, retention, the Storage tab, a "
-        "deleted run) and the task instance runs no try that would find them; invariant 3 names each"
-    ),
-    "3:*never-recorded-*-run-deleted": (
+    **{
+        f"1:two-live-jobs-after-{gone}*": (
+            f"{_REAPER}: two jobs of one logical job (one kept in the record after its cancel failed) lost "
+            "their record to an outside hand (a mark success under clear_on_success, retention, the Storage "
+            "tab, a deleted run) and the task instance runs no try that would find them (a try to come that "
+            "misses them prefixes the key with why); invariant 3 names each"
+        )
+        for gone in ("clear_on_success-", "retention-", "storage-tab-", "run-deleted")
+    },
+    "3:never-recorded-*-run-deleted": (
         f"{_REAPER}: the job's DAG run was deleted (and maybe triggered again) before its creator wrote its "
         "id (e.g. a try cleared while its submit was in flight, whose new epoch's try would have found the "
         "job by the old intent's token, as scenario sigtermed_try_submits shows): the record went with the "
@@ -190,12 +194,13 @@ NO_LOOKUP: dict[str, str] = {
         "hands it back before the SIGKILL"
     ),
     "3:no-lookup-*": (
-        "the system offers no lookup of a task instance's jobs (catalogue Lookup.implemented False: "
-        "Databricks run-now takes no run name or tags and its idempotency_token is not listed; the "
-        "Snowflake SQL API has no statement list): a job whose record went is found by nothing but "
-        "`orphans`' cache. (A never-recorded job whose record keeps its token may still be reached by a "
-        "try to come that resends the token through Databricks' idempotency key; the model does not "
-        "credit that on these systems)"
+        "a try comes that would look the job up (no record and evidence of an earlier lifetime, or the "
+        "record keeps the job's token), but the system offers no lookup of a task instance's jobs "
+        "(catalogue Lookup.implemented False: Databricks run-now takes no run name or tags and its "
+        "idempotency_token is not listed; the Snowflake SQL API has no statement list): a job whose record "
+        "went is found by nothing but `orphans`' cache. (A never-recorded job whose record keeps its token "
+        "may still be reached by a try to come that resends the token through Databricks' idempotency "
+        "key; the model does not credit that on these systems.) Every other cause keeps its own key"
     ),
     "5:never-recorded-old-job-survives-*-no-lookup": (
         "the same: a job no record ever named (its creator failed before writing its id) outlives a "

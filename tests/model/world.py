@@ -1344,9 +1344,11 @@ class World:
             kept = [j for j in jobs if j.cancel_failed and self.named(j)]
             if not inflight and len(jobs) - len(reached) - len(kept) > 1:
                 ids = [j.ledger_id for j in jobs]
+                # Why a try to come misses them, when one comes (as invariant 3's keys start).
+                misses = sorted({m for j in jobs if not self.named(j) and (m := self.coming_lookup_misses(j))})
                 self.violate(
                     "1",
-                    self._two_jobs_situation(lj, jobs),
+                    "".join(f"{m}-" for m in misses) + self._two_jobs_situation(lj, jobs),
                     f"LJ {lj} has {len(jobs)} live jobs {ids} "
                     "and no try of it is between a submit and its persist",
                 )
@@ -1458,25 +1460,26 @@ class World:
         identity lookup (``_resolve_tokens``). Only an operator that waits ends what it found (one that only
         submits leaves earlier jobs, as the provider operator does)."""
         operator = self._declared
-        lookup = catalogue.LOOKUPS.get(operator.external_id_key)
-        if lookup is None or not lookup.implemented:
-            return "no-lookup"  # nothing lists it, whether a try comes or not: the system's limit
-        if getattr(self.emulator, "list_lag_reads", 0) or getattr(self.emulator, "list_lag_seconds", 0):
-            return "list-lags"
-        if not operator.durable_waits() or not getattr(operator, "cancel_on_kill", True):
-            return "submit-only"
         coming = self.coming_try()
         if coming is None:
             return ""
+        # First whether the try to come would look for it at all (its cause is the situation's, whatever
+        # the system), then whether this system and operator let that lookup find and end it.
         record = self.db.store.get(operator.external_id_key)
         if record is None:
             try_number, max_tries, clear_number, retries = coming
             if not (try_number > 1 or clear_number > 0 or max_tries > retries):
                 return "no-evidence"
-            return None
-        if job.tokens & deep_atoms(without_history(record)):
-            return None
-        return "record-kept"
+        elif not job.tokens & deep_atoms(without_history(record)):
+            return "record-kept"
+        lookup = catalogue.LOOKUPS.get(operator.external_id_key)
+        if lookup is None or not lookup.implemented:
+            return "no-lookup"  # the try looks, and nothing lists the job: the system's limit
+        if getattr(self.emulator, "list_lag_reads", 0) or getattr(self.emulator, "list_lag_seconds", 0):
+            return "list-lags"
+        if not operator.durable_waits() or not getattr(operator, "cancel_on_kill", True):
+            return "submit-only"
+        return None
 
     def _live_knowers(self) -> list[set[str]]:
         found = [p.knows for p in self.processes if p.alive]
