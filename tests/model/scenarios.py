@@ -718,7 +718,9 @@ def scheduler_reset_then_the_new_try_reconnects(world: World) -> str:
     cancelled it."""
     p1 = start(world)
     until_waiting(world, p1)
-    act(world, "scheduler_restart", "the scheduler restarts (local)", lambda: world.scheduler_restart("local"))
+    act(
+        world, "scheduler_restart", "the scheduler restarts (local)", lambda: world.scheduler_restart("local")
+    )
     assert p1.sigterm and p1.killer is not None and not p1.killer.done, world.log
     act(world, "reset_orphans", "new scheduler: adopt_or_reset_orphaned_tasks", world.reset_orphans)
     until_killer_done(world, p1)

@@ -1345,7 +1345,9 @@ class World:
             if not inflight and len(jobs) - len(reached) - len(kept) > 1:
                 ids = [j.ledger_id for j in jobs]
                 # Why a try to come misses them, when one comes (as invariant 3's keys start).
-                misses = sorted({m for j in jobs if not self.named(j) and (m := self.coming_lookup_misses(j))})
+                misses = sorted(
+                    {m for j in jobs if not self.named(j) and (m := self.coming_lookup_misses(j))}
+                )
                 self.violate(
                     "1",
                     "".join(f"{m}-" for m in misses) + self._two_jobs_situation(lj, jobs),
@@ -1699,20 +1701,28 @@ class World:
             # The task instance finished: no try of this LJ will run again (a clear starts a new one), so
             # nothing waits on the job any more (the owned trigger's rule: cancel once the task ended).
             return
-        if actor.role == "on_kill" and isinstance(owner, Process) and owner.stop == "shutdown" and ti is not None:
+        if (
+            actor.role == "on_kill"
+            and isinstance(owner, Process)
+            and owner.stop == "shutdown"
+            and ti is not None
+        ):
             # A stop from outside the task's lifecycle is not a cancel (DESIGN §8, "Stopped is not
             # cancelled"): while Airflow still shows the try running, or shows the scheduler's reset of it
             # (no state, the same clear_number), on_kill leaves the job to the next try.
             still = ti.id == owner.ti_id and ti.state == af.RUNNING
             reset = owner.reset_to == ti.id and ti.state in (af.NONE, af.SCHEDULED, af.QUEUED)
             if still or reset:
+                held = "tracked" if self.named(job) else "held"
                 self.violate(
                     "4",
-                    f"{'shutdown' if still else 'reset'}-on-kill-cancels-{'tracked' if self.named(job) else 'held'}"
-                    "-job",
+                    f"{'shutdown' if still else 'reset'}-on-kill-cancels-{held}-job",
                     f"{actor.name} cancelled job {job.ledger_id} of the current LJ {job.lj} on a "
-                    + ("worker or scheduler shutdown (Airflow shows the try running)" if still else
-                       "scheduler's reset of the task instance (not a clear)"),
+                    + (
+                        "worker or scheduler shutdown (Airflow shows the try running)"
+                        if still
+                        else "scheduler's reset of the task instance (not a clear)"
+                    ),
                 )
                 return
         is_owner = False
