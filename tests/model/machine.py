@@ -231,6 +231,10 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
                 world.clean_unused()
                 for actor in world.steppable():
                     world.advance(actor, 2)
+            # A while is longer than a shutdown's grace (30 s on Kubernetes, 90 s under systemd).
+            for process in list(world.processes):
+                if process.alive and process.doomed:
+                    world.grace_expires(process)
 
     Machine.__name__ = Machine.__qualname__ = f"{family.title().replace('_', '')}Model"
     return Machine
