@@ -210,6 +210,15 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
             """Things break or end: workers and triggerers die, freeze or stall, jobs end, the store fails."""
             self._group("chaos", data)
 
+        @precondition(
+            lambda self: any(t.group == "stop" and t.applicable(self.world) for t in TRANSITIONS_TABLE)
+        )
+        @rule(data=st.data())
+        def stop(self, data: Any) -> None:
+            """A graceful stop from outside the task's lifecycle: a worker's, pod's or scheduler's shutdown
+            (a rule of its own: a try is alive for few steps, and these stops only matter then)."""
+            self._group("stop", data)
+
         @rule()
         def settle(self) -> None:
             """Nobody acts for a while: the machinery runs (schedule, heartbeats, triggerers, every actor a
@@ -443,7 +452,7 @@ TRANSITIONS_TABLE: list[Transition] = [
     Transition(
         # A graceful stop of the worker, pod or systemd service: World.worker_shutdown
         "worker_shutdown",
-        "chaos",
+        "stop",
         lambda w: bool(_live(w, _stoppable)),
         lambda w, p: w.worker_shutdown(_pick(_live(w, _stoppable), p[0]), in_call=p[1]),
         lambda w, p: (
@@ -453,17 +462,24 @@ TRANSITIONS_TABLE: list[Transition] = [
         st.tuples(st.integers(0, 3), st.booleans()),
     ),
     Transition(
-        # The scheduler stops and a new one starts: World.scheduler_restart
+        # The scheduler stops and a new one starts (LocalExecutor): World.scheduler_restart
         "scheduler_restart",
-        "chaos",
-        lambda w: True,
-        lambda w, p: w.scheduler_restart(p[0], in_call=p[1]),
-        lambda w, p: (
-            f"the scheduler restarts ({p[0]} executor)"
-            + (": its workers get SIGTERM" if p[0] == "local" else ": the new one adopts")
-            + (" (landing inside a supervisor-channel call)" if p[0] == "local" and p[1] else "")
+        "stop",
+        lambda w: bool(_live(w, _stoppable)) or _ti_state(w) in (af.QUEUED, af.RUNNING, af.RESTARTING),
+        lambda w, in_call: w.scheduler_restart("local", in_call=in_call),
+        lambda w, in_call: (
+            "the scheduler restarts (LocalExecutor): its workers get SIGTERM"
+            + (" (landing inside a supervisor-channel call)" if in_call else "")
         ),
-        st.tuples(st.sampled_from(["local", "celery"]), st.booleans()),
+        st.booleans(),
+    ),
+    Transition(
+        # The scheduler stops and a new one starts (CeleryExecutor): World.scheduler_restart
+        "celery_adoption",
+        "chaos",
+        lambda w: _ti_state(w) in (af.QUEUED, af.RUNNING),
+        lambda w, _: w.scheduler_restart("celery"),
+        lambda w, _: "the scheduler restarts (CeleryExecutor): the new one adopts the task instance",
     ),
     Transition(
         "worker_freezes",
