@@ -71,6 +71,12 @@ REAPER: dict[str, str] = {
         "the try to come may not show them yet. A later lookup, `orphans` or the reaper finds them. Only the "
         "scenarios that set a lag play it (retry_resends_into_a_lagging_list)"
     ),
+    "1:list-lags-two-live-jobs-*": (
+        f"{_REAPER}: invariant 1's view of 3:list-lags-*: a try died with two jobs of its token (a lost "
+        "answer's resend, no idempotency key) made inside the list's lag, and the try to come, whose lookup "
+        "would reach them, may not see them yet; scenario retry_resends_into_a_lagging_list shows that try "
+        "ending them once the list shows them"
+    ),
     "3:never-recorded-answer-lost-*": (
         f"{_REAPER}: N2 with a second fault (the service made the job, its answer was lost, and the same "
         "try's resend of the token failed too: BigQuery's 409 makes the provider read the job, and that "
