@@ -87,6 +87,13 @@ REAPER: dict[str, str] = {
         f"{_REAPER}: the worker was killed inside the submit→persist window and no try follows (no retry "
         "left, or the task was marked or its run deleted meanwhile); the record holds only the token"
     ),
+    "3:never-recorded-creator-shutdown-killed": (
+        f"{_REAPER}: a worker's or scheduler's shutdown landed between the submit and the id write of a try "
+        "with no retry left; on_kill leaves the job (a stop is not a cancel, DESIGN §8: the engine cannot "
+        "know whether a scheduler's reset will run the task again), the grace ended before the write, and "
+        "the heartbeat timeout failed the task instance. The record keeps the job's token; a reset's or a "
+        "clear's try would find the job by it (not yet seen by make explore; the killed twin above is)"
+    ),
     "3:never-recorded-creator-killed-after-on-kill-in-channel-call": (
         f"{_REAPER}: the user marked the task while its try was between its submit and the write of the "
         "job's id, the SIGTERM landed inside that very channel call, and the supervisor's SIGKILL came "
