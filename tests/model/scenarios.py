@@ -733,6 +733,23 @@ def scheduler_reset_then_the_new_try_reconnects(world: World) -> str:
     return "4:reset-on-kill-cancels-tracked-job"
 
 
+def shutdown_in_the_window_on_the_last_try(world: World) -> str:
+    """A shutdown between the submit and the id write of a try with no retry left: on_kill leaves the job
+    (it cannot know whether a scheduler's reset will run the task again), the grace ends before the write,
+    and the heartbeat timeout fails the task instance. The job is the reaper's, named by the record's token
+    only (make explore, dbt Cloud)."""
+    p1 = start(world)
+    until_parked(world, p1, "store_set", after_jobs=1)
+    job = job_of(world, p1)
+    act(world, "worker_shutdown", f"{p1.name}'s worker shuts down", lambda: world.worker_shutdown(p1))
+    until_killer_done(world, p1)
+    act(world, "grace_expires", "the grace period ends", lambda: world.grace_expires(p1))
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    assert world.db.ti is not None and world.db.ti.state == af.FAILED, world.log
+    assert world.active(job) and not cancelled_by(world, job), world.log
+    return "3:never-recorded-creator-shutdown-killed"
+
+
 def mark_before_the_retry_holds_the_job(world: World) -> None:
     """make explore, EMR steps (fixed): try 1 submits, records its job and fails at a status read; the
     retry reads the record and, while it decides (its status read of the job), the user marks the task
@@ -999,6 +1016,10 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     "worker_shutdown_then_the_retry_reconnects": (
         worker_shutdown_then_the_retry_reconnects,
         {"deferrable": False, "retries": 1},
+    ),
+    "shutdown_in_the_window_on_the_last_try": (
+        shutdown_in_the_window_on_the_last_try,
+        {"deferrable": False, "retries": 0},
     ),
     "scheduler_reset_then_the_new_try_reconnects": (
         scheduler_reset_then_the_new_try_reconnects,
