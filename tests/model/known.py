@@ -33,7 +33,16 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 
 #: Empty: every engine finding of issues 22 and 23 is fixed (docs/dev/model.md, "What it found").
-KNOWN_VIOLATIONS: dict[str, str] = {}
+KNOWN_VIOLATIONS: dict[str, str] = {
+    "4:shutdown-fails-the-try": (
+        "engine (issue 30, make explore, dbt Cloud, on f6f3914): a worker's or scheduler's shutdown before "
+        "the try's first record write: on_kill reads the record with the try's id and finds none (no write "
+        "yet), Airflow answers running, and stop_reason takes not-found-while-running for a newer try "
+        "(Stop.TOLD); the try is marked killed and fails 'told to stop before it submitted'. A stop is not a "
+        "cancel: it should go on (on the last try its early failure also takes the task instance out of a "
+        "scheduler's reset)"
+    ),
+}
 
 _REAPER = "ended by the opt-in reaper / orphans via the systems (issue 23 items 4, 5)"
 
@@ -93,6 +102,18 @@ REAPER: dict[str, str] = {
         "know whether a scheduler's reset will run the task again), the grace ended before the write, and "
         "the heartbeat timeout failed the task instance. The record keeps the job's token; a reset's or a "
         "clear's try would find the job by it (not yet seen by make explore; the killed twin above is)"
+    ),
+    "3:never-recorded-creator-shutdown-killed-during-on-kill": (
+        f"{_REAPER}: a worker's or scheduler's shutdown landed between the submit and the id write, the user "
+        "marked the task during the grace, and the grace's SIGKILL came before on_kill asked Airflow (it "
+        "would have seen the mark and ended the job by its token): the twin of killed-during-on-kill; the "
+        "marked task instance runs no try again (make explore, EMR steps)"
+    ),
+    "1:two-live-jobs-after-answer-lost": (
+        f"{_REAPER}: a lost answer's resend made a second job (no idempotency key) and the try was killed "
+        "before its converging lookup, with no retry left; neither job was ever recorded (the key "
+        "1:two-live-jobs-after-lost-answer-* names the same when one was), invariant 3 names each (make "
+        "explore, dbt Cloud; it hid under 1:two-live-jobs-after-* before)"
     ),
     "3:never-recorded-creator-killed-after-on-kill-in-channel-call": (
         f"{_REAPER}: the user marked the task while its try was between its submit and the write of the "

@@ -750,6 +750,17 @@ def shutdown_in_the_window_on_the_last_try(world: World) -> str:
     return "3:never-recorded-creator-shutdown-killed"
 
 
+def shutdown_before_the_first_write(world: World) -> str:
+    """make explore, dbt Cloud (engine finding, listed): try 1's worker shuts down before the try wrote
+    anything; on_kill finds no record under the try's id while Airflow shows it running, takes that for a
+    newer try, and the try fails 'told to stop' instead of going on."""
+    p1 = start(world)
+    act(world, "worker_shutdown", f"{p1.name}'s worker shuts down", lambda: world.worker_shutdown(p1))
+    until_killer_done(world, p1)
+    until_exit(world, p1)
+    return "4:shutdown-fails-the-try"
+
+
 def mark_before_the_retry_holds_the_job(world: World) -> None:
     """make explore, EMR steps (fixed): try 1 submits, records its job and fails at a status read; the
     retry reads the record and, while it decides (its status read of the job), the user marks the task
@@ -1017,6 +1028,7 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
         worker_shutdown_then_the_retry_reconnects,
         {"deferrable": False, "retries": 1},
     ),
+    "shutdown_before_the_first_write": (shutdown_before_the_first_write, {"deferrable": False, "retries": 1}),
     "shutdown_in_the_window_on_the_last_try": (
         shutdown_in_the_window_on_the_last_try,
         {"deferrable": False, "retries": 0},

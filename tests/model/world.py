@@ -635,6 +635,14 @@ class World:
         self._check_try_end(process, outcome, error)
         ti = self.db.ti
         current = ti is not None and ti.id == process.ti_id and ti.state == af.RUNNING
+        if current and outcome == "failed" and process.stop == "shutdown" and "told to stop" in str(error):
+            # A stop is not a cancel: a try whose worker shuts down while Airflow shows it running goes on.
+            self.violate(
+                "4",
+                "shutdown-fails-the-try",
+                f"{process.name} failed as told to stop, but its SIGTERM was a shutdown and Airflow still "
+                "shows it running",
+            )
         if current and ti is not None:
             if outcome == "success":
                 ti.state = af.SUCCESS
@@ -1510,8 +1518,9 @@ class World:
         if creator.sigterm_locked and creator.dead:
             return "killed-after-on-kill-in-channel-call"
         if creator.stop == "shutdown" and creator.dead:
-            # A worker or scheduler shutdown: on_kill leaves the job (or was cut short), the grace ended.
-            return "shutdown-killed"
+            # A worker or scheduler shutdown, the grace ended: after on_kill left the job, or during it.
+            during = creator.killer is not None and not creator.killer.done
+            return "shutdown-killed" + ("-during-on-kill" if during else "")
         if creator.sigterm and creator.dead and creator.killer is not None and not creator.killer.done:
             return "killed-during-on-kill"  # the supervisor's SIGKILL came before on_kill could end it
         if creator.sigterm:
