@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-#: Empty: every engine finding of issues 22 and 23 is fixed (docs/dev/model.md, "What it found").
+#: Empty: every engine finding of issues 22, 23 and 30 is fixed (docs/dev/model.md, "What it found").
 KNOWN_VIOLATIONS: dict[str, str] = {}
 
 _REAPER = "ended by the opt-in reaper / orphans via the systems (issue 23 items 4, 5)"
@@ -71,6 +71,12 @@ REAPER: dict[str, str] = {
         "the try to come may not show them yet. A later lookup, `orphans` or the reaper finds them. Only the "
         "scenarios that set a lag play it (retry_resends_into_a_lagging_list)"
     ),
+    "1:list-lags-two-live-jobs-*": (
+        f"{_REAPER}: invariant 1's view of 3:list-lags-*: a try died with two jobs of its token (a lost "
+        "answer's resend, no idempotency key) made inside the list's lag, and the try to come, whose lookup "
+        "would reach them, may not see them yet; scenario retry_resends_into_a_lagging_list shows that try "
+        "ending them once the list shows them"
+    ),
     "3:never-recorded-answer-lost-*": (
         f"{_REAPER}: N2 with a second fault (the service made the job, its answer was lost, and the same "
         "try's resend of the token failed too: BigQuery's 409 makes the provider read the job, and that "
@@ -80,6 +86,25 @@ REAPER: dict[str, str] = {
     "3:never-recorded-creator-killed": (
         f"{_REAPER}: the worker was killed inside the submit→persist window and no try follows (no retry "
         "left, or the task was marked or its run deleted meanwhile); the record holds only the token"
+    ),
+    "3:never-recorded-creator-shutdown-killed": (
+        f"{_REAPER}: a worker's or scheduler's shutdown landed between the submit and the id write of a try "
+        "with no retry left; on_kill leaves the job (a stop is not a cancel, DESIGN §8: the engine cannot "
+        "know whether a scheduler's reset will run the task again), the grace ended before the write, and "
+        "the heartbeat timeout failed the task instance. The record keeps the job's token; a reset's or a "
+        "clear's try would find the job by it (not yet seen by make explore; the killed twin above is)"
+    ),
+    "3:never-recorded-creator-shutdown-killed-during-on-kill": (
+        f"{_REAPER}: a worker's or scheduler's shutdown landed between the submit and the id write, the user "
+        "marked the task during the grace, and the grace's SIGKILL came before on_kill asked Airflow (it "
+        "would have seen the mark and ended the job by its token): the twin of killed-during-on-kill; the "
+        "marked task instance runs no try again (make explore, EMR steps)"
+    ),
+    "1:two-live-jobs-after-answer-lost": (
+        f"{_REAPER}: a lost answer's resend made a second job (no idempotency key) and the try was killed "
+        "before its converging lookup, with no retry left; neither job was ever recorded (the key "
+        "1:two-live-jobs-after-lost-answer-* names the same when one was), invariant 3 names each (make "
+        "explore, dbt Cloud; it hid under 1:two-live-jobs-after-* before)"
     ),
     "3:never-recorded-creator-killed-after-on-kill-in-channel-call": (
         f"{_REAPER}: the user marked the task while its try was between its submit and the write of the "
@@ -98,12 +123,16 @@ REAPER: dict[str, str] = {
         "SIGTERMed before its converging lookup ended the second, and no try follows (a try that follows "
         "resends the token and keeps the earliest job: the model then counts both as reached)"
     ),
-    "1:two-live-jobs-after-*": (
-        f"{_REAPER}: two jobs of one logical job (one kept in the record after its cancel failed) lost their "
-        "record to an outside hand (a mark success under clear_on_success, retention, the Storage tab, a "
-        "deleted run) and the task instance runs no try that would find them; invariant 3 names each"
-    ),
-    "3:*never-recorded-*-run-deleted": (
+    **{
+        f"1:two-live-jobs-after-{gone}*": (
+            f"{_REAPER}: two jobs of one logical job (one kept in the record after its cancel failed) lost "
+            "their record to an outside hand (a mark success under clear_on_success, retention, the Storage "
+            "tab, a deleted run) and the task instance runs no try that would find them (a try to come that "
+            "misses them prefixes the key with why); invariant 3 names each"
+        )
+        for gone in ("clear_on_success-", "retention-", "storage-tab-", "run-deleted")
+    },
+    "3:never-recorded-*-run-deleted": (
         f"{_REAPER}: the job's DAG run was deleted (and maybe triggered again) before its creator wrote its "
         "id (e.g. a try cleared while its submit was in flight, whose new epoch's try would have found the "
         "job by the old intent's token, as scenario sigtermed_try_submits shows): the record went with the "
@@ -190,13 +219,13 @@ NO_LOOKUP: dict[str, str] = {
         "hands it back before the SIGKILL"
     ),
     "3:no-lookup-*": (
-        "the system offers no lookup of a task instance's jobs (catalogue Lookup.implemented False: "
-        "Databricks run-now takes no run name or tags and its idempotency_token is not listed; Snowflake "
-        "moved to a lookup in issue 34, QUERY_HISTORY_BY_USER): a job whose record went is found by nothing "
-        "but "
-        "`orphans`' cache. (A never-recorded job whose record keeps its token may still be reached by a "
-        "try to come that resends the token through Databricks' idempotency key; the model does not "
-        "credit that on these systems)"
+        "a try comes that would look the job up (no record and evidence of an earlier lifetime, or the "
+        "record keeps the job's token), but the system offers no lookup of a task instance's jobs "
+        "(catalogue Lookup.implemented False: Databricks run-now takes no run name or tags and its "
+        "idempotency_token is not listed; Snowflake moved to a lookup in issue 34): a job whose record "
+        "went is found by nothing but `orphans`' cache. (A never-recorded job whose record keeps its token "
+        "may still be reached by a try to come that resends the token through Databricks' idempotency "
+        "key; the model does not credit that on these systems.) Every other cause keeps its own key"
     ),
     "5:never-recorded-old-job-survives-*-no-lookup": (
         "the same: a job no record ever named (its creator failed before writing its id) outlives a "

@@ -210,6 +210,15 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
             """Things break or end: workers and triggerers die, freeze or stall, jobs end, the store fails."""
             self._group("chaos", data)
 
+        @precondition(
+            lambda self: any(t.group == "stop" and t.applicable(self.world) for t in TRANSITIONS_TABLE)
+        )
+        @rule(data=st.data())
+        def stop(self, data: Any) -> None:
+            """A graceful stop from outside the task's lifecycle: a worker's, pod's or scheduler's shutdown
+            (a rule of its own: a try is alive for few steps, and these stops only matter then)."""
+            self._group("stop", data)
+
         @rule()
         def settle(self) -> None:
             """Nobody acts for a while: the machinery runs (schedule, heartbeats, triggerers, every actor a
@@ -231,6 +240,10 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
                 world.clean_unused()
                 for actor in world.steppable():
                     world.advance(actor, 2)
+            # A while is longer than a shutdown's grace (30 s on Kubernetes, 90 s under systemd).
+            for process in list(world.processes):
+                if process.alive and process.doomed:
+                    world.grace_expires(process)
 
     Machine.__name__ = Machine.__qualname__ = f"{family.title().replace('_', '')}Model"
     return Machine
@@ -263,6 +276,17 @@ def _beatable(p: Any) -> bool:
     return not p.frozen and not p.node_lost and not p.sigterm
 
 
+def _stoppable(p: Any) -> bool:
+    """A task process a graceful stop can reach: alive, not frozen, its supervisor still there."""
+    return not p.frozen and not p.node_lost and not p.doomed
+
+
+def _escalable(p: Any) -> bool:
+    """A SIGTERMed task process its supervisor escalates (``WatchedSubprocess.kill``): not one whose
+    supervisor is itself stopping (the grace period decides its end: `grace_expires`)."""
+    return p.sigterm and not p.doomed
+
+
 #: ``reset_dag_runs`` of the REST clear: true by default (the UI), false now and then.
 _RESET = st.sampled_from([True, True, True, False])
 
@@ -289,10 +313,30 @@ TRANSITIONS_TABLE: list[Transition] = [
     Transition(
         "sigkill_after_sigterm",
         "airflow",
-        lambda w: bool(_live(w, lambda p: p.sigterm)),
-        lambda w, i: w.escalate(_pick(_live(w, lambda p: p.sigterm), i)),
-        lambda w, i: f"supervisor escalates {_pick(_live(w, lambda p: p.sigterm), i).name} to SIGKILL",
+        lambda w: bool(_live(w, _escalable)),
+        lambda w, i: w.escalate(_pick(_live(w, _escalable), i)),
+        lambda w, i: f"supervisor escalates {_pick(_live(w, _escalable), i).name} to SIGKILL",
         st.integers(0, 3),
+    ),
+    Transition(
+        # After a worker's, pod's or scheduler's graceful stop: World.grace_expires
+        "grace_expires",
+        "airflow",
+        lambda w: bool(_live(w, lambda p: p.doomed)),
+        lambda w, i: w.grace_expires(_pick(_live(w, lambda p: p.doomed), i)),
+        lambda w, i: (
+            f"the grace period ends: {_pick(_live(w, lambda p: p.doomed), i).name} and its supervisor "
+            "SIGKILLed"
+        ),
+        st.integers(0, 3),
+    ),
+    Transition(
+        # The new scheduler's adopt_or_reset_orphaned_tasks after a LocalExecutor restart: World.reset_orphans
+        "reset_orphans",
+        "airflow",
+        lambda w: w.orphaned,
+        lambda w, _: w.reset_orphans(),
+        lambda w, _: "new scheduler: adopt_or_reset_orphaned_tasks",
     ),
     Transition(
         "triggerer_sync",
@@ -404,6 +448,38 @@ TRANSITIONS_TABLE: list[Transition] = [
         lambda w, p: w.kill_process(_pick(_live(w), p[0]), p[1]),
         lambda w, p: f"SIGKILL {_pick(_live(w), p[0]).name}{' and its node' if p[1] else ''}",
         st.tuples(st.integers(0, 3), st.booleans()),
+    ),
+    Transition(
+        # A graceful stop of the worker, pod or systemd service: World.worker_shutdown
+        "worker_shutdown",
+        "stop",
+        lambda w: bool(_live(w, _stoppable)),
+        lambda w, p: w.worker_shutdown(_pick(_live(w, _stoppable), p[0]), in_call=p[1]),
+        lambda w, p: (
+            f"{_pick(_live(w, _stoppable), p[0]).name}'s worker shuts down gracefully: SIGTERM forwarded"
+            + (" (landing inside a supervisor-channel call)" if p[1] else "")
+        ),
+        st.tuples(st.integers(0, 3), st.booleans()),
+    ),
+    Transition(
+        # The scheduler stops and a new one starts (LocalExecutor): World.scheduler_restart
+        "scheduler_restart",
+        "stop",
+        lambda w: bool(_live(w, _stoppable)) or _ti_state(w) in (af.QUEUED, af.RUNNING, af.RESTARTING),
+        lambda w, in_call: w.scheduler_restart("local", in_call=in_call),
+        lambda w, in_call: (
+            "the scheduler restarts (LocalExecutor): its workers get SIGTERM"
+            + (" (landing inside a supervisor-channel call)" if in_call else "")
+        ),
+        st.booleans(),
+    ),
+    Transition(
+        # The scheduler stops and a new one starts (CeleryExecutor): World.scheduler_restart
+        "celery_adoption",
+        "chaos",
+        lambda w: _ti_state(w) in (af.QUEUED, af.RUNNING),
+        lambda w, _: w.scheduler_restart("celery"),
+        lambda w, _: "the scheduler restarts (CeleryExecutor): the new one adopts the task instance",
     ),
     Transition(
         "worker_freezes",

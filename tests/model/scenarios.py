@@ -686,6 +686,81 @@ def zombie_submits_after_its_retry_recorded_unwarned(world: World) -> None:
     _zombie_submits_after_its_retry_recorded(world, sigterm=False)
 
 
+def _reconnected(world: World, p1: Process, p2: Process) -> None:
+    """Try 2 waits on try 1's job, uncancelled, and made none of its own: one job for the logical job."""
+    job = job_of(world, p1)
+    assert world.active(job) and not cancelled_by(world, job), world.log
+    assert not p2.created and job.key in p2.knows, world.log
+
+
+def worker_shutdown_then_the_retry_reconnects(world: World) -> str:
+    """DESIGN §8, "Stopped is not cancelled" (issue 30): try 1 waits on its job; its worker shuts down
+    gracefully (the supervisor forwards SIGTERM while Airflow shows the try running); on_kill returns; the
+    grace ends with a SIGKILL; the heartbeat timeout retries the task instance. Try 2 reconnects to the job.
+    Before f6f3914 on_kill cancelled it and try 2 submitted a second one."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(world, "worker_shutdown", f"{p1.name}'s worker shuts down", lambda: world.worker_shutdown(p1))
+    until_killer_done(world, p1)
+    act(world, "grace_expires", "the grace period ends", lambda: world.grace_expires(p1))
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    assert world.db.ti is not None and world.db.ti.state == af.UP_FOR_RETRY, world.log
+    p2 = start(world)
+    until_waiting(world, p2)
+    _reconnected(world, p1, p2)
+    return "4:shutdown-on-kill-cancels-tracked-job"
+
+
+def scheduler_reset_then_the_new_try_reconnects(world: World) -> str:
+    """The same with a LocalExecutor scheduler restart and no retries: the SIGTERM's on_kill asks Airflow
+    only after the new scheduler reset the task instance (new id, no state, the same clear_number), so it
+    leaves the job; the reset's new try (try 2, whatever its retries) reconnects. Before f6f3914 on_kill
+    cancelled it."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    act(
+        world, "scheduler_restart", "the scheduler restarts (local)", lambda: world.scheduler_restart("local")
+    )
+    assert p1.sigterm and p1.killer is not None and not p1.killer.done, world.log
+    act(world, "reset_orphans", "new scheduler: adopt_or_reset_orphaned_tasks", world.reset_orphans)
+    until_killer_done(world, p1)
+    act(world, "grace_expires", "the grace period ends", lambda: world.grace_expires(p1))
+    assert world.db.ti is not None and world.db.ti.state == af.NONE, world.log
+    p2 = start(world)
+    assert p2.try_number == 2 and not p2.should_retry, world.log
+    until_waiting(world, p2)
+    _reconnected(world, p1, p2)
+    return "4:reset-on-kill-cancels-tracked-job"
+
+
+def shutdown_in_the_window_on_the_last_try(world: World) -> str:
+    """A shutdown between the submit and the id write of a try with no retry left: on_kill leaves the job
+    (it cannot know whether a scheduler's reset will run the task again), the grace ends before the write,
+    and the heartbeat timeout fails the task instance. The job is the reaper's, named by the record's token
+    only (make explore, dbt Cloud)."""
+    p1 = start(world)
+    until_parked(world, p1, "store_set", after_jobs=1)
+    job = job_of(world, p1)
+    act(world, "worker_shutdown", f"{p1.name}'s worker shuts down", lambda: world.worker_shutdown(p1))
+    until_killer_done(world, p1)
+    act(world, "grace_expires", "the grace period ends", lambda: world.grace_expires(p1))
+    act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    assert world.db.ti is not None and world.db.ti.state == af.FAILED, world.log
+    assert world.active(job) and not cancelled_by(world, job), world.log
+    return "3:never-recorded-creator-shutdown-killed"
+
+
+def shutdown_before_the_first_write(world: World) -> None:
+    """make explore, dbt Cloud (fixed): try 1's worker shuts down before the try wrote anything; on_kill
+    finds no record under the try's id while Airflow shows it running. Before its first write that does not
+    tell a newer try from no record at all: the try goes on (invariant 4 fails it if it fails 'told to
+    stop')."""
+    p1 = start(world)
+    act(world, "worker_shutdown", f"{p1.name}'s worker shuts down", lambda: world.worker_shutdown(p1))
+    until_killer_done(world, p1)
+    until_exit(world, p1)
+
+
 def mark_before_the_retry_holds_the_job(world: World) -> None:
     """make explore, EMR steps (fixed): try 1 submits, records its job and fails at a status read; the
     retry reads the record and, while it decides (its status read of the job), the user marks the task
@@ -949,6 +1024,19 @@ def deferral_timeout_then_retry(world: World) -> str | None:
 
 
 SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
+    "worker_shutdown_then_the_retry_reconnects": (
+        worker_shutdown_then_the_retry_reconnects,
+        {"deferrable": False, "retries": 1},
+    ),
+    "shutdown_before_the_first_write": (shutdown_before_the_first_write, {"deferrable": False, "retries": 1}),
+    "shutdown_in_the_window_on_the_last_try": (
+        shutdown_in_the_window_on_the_last_try,
+        {"deferrable": False, "retries": 0},
+    ),
+    "scheduler_reset_then_the_new_try_reconnects": (
+        scheduler_reset_then_the_new_try_reconnects,
+        {"deferrable": False, "retries": 0},
+    ),
     "retry_finds_the_resent_token_s_first_job_failed": (
         retry_finds_the_resent_token_s_first_job_failed,
         {"deferrable": False, "retries": 1},

@@ -102,6 +102,16 @@ class Process:
     deadlocked: bool = False
     #: SIGTERM landed while the main thread held the channel's lock: on_kill could not ask Airflow anything.
     sigterm_locked: bool = False
+    #: Who sent the SIGTERM: "told" (the supervisor, on a refused heartbeat: Airflow's word) or "shutdown"
+    #: (the supervisor forwarding the SIGTERM of a worker, pod or scheduler shutdown: Airflow still shows the
+    #: try as it was).
+    stop: str | None = None
+    #: The number of logical jobs begun when the SIGTERM landed (a mark after it did not cause it).
+    sigterm_lj: int = 0
+    #: Its supervisor is shutting down too: the grace period ends with both SIGKILLed (nobody reports).
+    doomed: bool = False
+    #: The task-instance id a scheduler's reset gave its task instance while this try lived (``None``: none).
+    reset_to: uuid.UUID | None = None
     xcoms: dict[str, Any] = field(default_factory=dict)
     store_faults_hit: int = 0
     writes: int = 0  # successful task-state-store writes
@@ -236,6 +246,8 @@ class World:
         self._seen: list[tuple[Any, set[str]]] = []
         self._saved_comms: Any = None
         self._answer_lost_by: Any = None
+        #: A scheduler stopped with LocalExecutor workers: the new one resets what it cannot adopt.
+        self.orphaned = False
         self._saved_sleep: Any = asyncio.sleep
         self._lj_of_try: dict[tuple[int, int], int] = {}  # (run incarnation, try_number) → LJ
         #: The operator as the DAG declares it (what a coming try will run): its record key, whether it
@@ -623,6 +635,14 @@ class World:
         self._check_try_end(process, outcome, error)
         ti = self.db.ti
         current = ti is not None and ti.id == process.ti_id and ti.state == af.RUNNING
+        if current and outcome == "failed" and process.stop == "shutdown" and "told to stop" in str(error):
+            # A stop is not a cancel: a try whose worker shuts down while Airflow shows it running goes on.
+            self.violate(
+                "4",
+                "shutdown-fails-the-try",
+                f"{process.name} failed as told to stop, but its SIGTERM was a shutdown and Airflow still "
+                "shows it running",
+            )
         if current and ti is not None:
             if outcome == "success":
                 ti.state = af.SUCCESS
@@ -698,13 +718,79 @@ class World:
         fine = ti is not None and ti.id == process.ti_id and ti.state == af.RUNNING and ti.pid == process.pid
         if fine:
             return False
+        self._sigterm(process, in_call, "told")
+        return True
+
+    def _sigterm(self, process: Process, in_call: bool, stop: str) -> None:
+        """SIGTERM reaches the task process: ``task_runner._on_term`` calls ``task.on_kill()`` on the main
+        thread and returns (the main thread goes on until the process exits or is SIGKILLed)."""
         process.sigterm = True
+        process.stop = stop
+        process.sigterm_lj = self.lj
         process.sigterm_in_call = in_call
         process.sigterm_locked = process.holds_comms_lock()
         operator = process.operator
         process.killer = Actor(f"p{process.pid}.on_kill", operator.on_kill, "on_kill", owner=process)
-        self.log.append(f"    SIGTERM {process.name}: on_kill")
+        self.log.append(f"    SIGTERM {process.name} ({stop}): on_kill")
         self._drive(lambda: self.coop.spawn(process.killer), process.killer)
+
+    def worker_shutdown(self, process: Process, in_call: bool = False) -> None:
+        """A graceful stop of the worker, pod or systemd service running ``process``: the supervisor gets
+        SIGTERM and forwards it to the task process (``supervisor.ActivitySubprocess.wait`` installs
+        ``_forward_signal`` for SIGTERM/SIGINT "so the operator's on_kill() hook runs on graceful shutdown";
+        systemd's ``KillMode=control-group`` signals the task process directly): ``on_kill`` runs while
+        Airflow still shows the try as it was. After the grace (Kubernetes ``terminationGracePeriodSeconds``,
+        systemd ``TimeoutStopSec``) everything is SIGKILLed, the supervisor with it: `grace_expires`."""
+        process.doomed = True
+        if not process.sigterm:
+            self._sigterm(process, in_call, "shutdown")
+
+    def grace_expires(self, process: Process) -> None:
+        """The grace period of a shutdown ends: the task process and its supervisor are SIGKILLed, so
+        nobody reports the exit (``ActivitySubprocess.final_state`` never runs); the task instance stays
+        RUNNING until the scheduler's heartbeat timeout (`purge`) fails it or retries it."""
+        self.kill_process(process, node_lost=True)
+
+    def scheduler_restart(self, executor: str, in_call: bool = False) -> None:
+        """The scheduler stops and a new one starts. ``local``: LocalExecutor's workers are the scheduler's
+        children (``LocalExecutor`` ``multiprocessing`` workers running ``supervise``): a graceful stop
+        forwards SIGTERM to every task process (`worker_shutdown`) and they die with it after the grace;
+        the new scheduler then resets the orphaned task instance (`reset_orphans`). ``celery``: the workers
+        are not the scheduler's; the new scheduler adopts the running task instance
+        (``CeleryExecutor.try_adopt_task_instances``, by its ``external_executor_id``): nothing happens to
+        the try."""
+        if executor == "celery":
+            self.log.append("    new scheduler adopts the task instance (CeleryExecutor): the try runs on")
+            return
+        for process in self.processes:
+            if process.alive and not process.node_lost:
+                if process.frozen:  # the signal waits for a thaw that the grace's SIGKILL forestalls
+                    process.doomed = True
+                    continue
+                self.worker_shutdown(process, in_call)
+        self.orphaned = True
+
+    def reset_orphans(self) -> bool:
+        """``SchedulerJobRunner.adopt_or_reset_orphaned_tasks`` of the new scheduler: a task instance in
+        ``State.adoptable_states`` (queued, running, restarting) whose scheduler job is gone, not adopted by
+        the executor (LocalExecutor adopts nothing), is reset: ``prepare_db_for_next_try`` (history kept, a
+        new task-instance id), ``state = None``, ``external_executor_id = None``, ``next_method`` cleared;
+        ``max_tries``, the run's ``clear_number`` and the trace carrier are unchanged. The scheduler then
+        queues it (``DagRun.schedule_tis``): a new try, whatever its retries. Not a clear: the logical job
+        goes on."""
+        self.orphaned = False
+        ti = self.db.ti
+        if ti is None or ti.state not in (af.QUEUED, af.RUNNING, af.RESTARTING):
+            return False
+        old = ti.id
+        ti.id = uuid.uuid4()
+        ti.state = af.NONE
+        ti.next_method = ti.next_kwargs = None
+        for process in self.processes:
+            if process.ti_id == old and process.alive:
+                process.reset_to = ti.id
+        self.log.append(f"    scheduler: task instance reset (new id, no state, max_tries={ti.max_tries})")
+        self.db.refresh_run_state()
         return True
 
     def escalate(self, process: Process) -> None:
@@ -1266,9 +1352,13 @@ class World:
             kept = [j for j in jobs if j.cancel_failed and self.named(j)]
             if not inflight and len(jobs) - len(reached) - len(kept) > 1:
                 ids = [j.ledger_id for j in jobs]
+                # Why a try to come misses them, when one comes (as invariant 3's keys start).
+                misses = sorted(
+                    {m for j in jobs if not self.named(j) and (m := self.coming_lookup_misses(j))}
+                )
                 self.violate(
                     "1",
-                    self._two_jobs_situation(lj, jobs),
+                    "".join(f"{m}-" for m in misses) + self._two_jobs_situation(lj, jobs),
                     f"LJ {lj} has {len(jobs)} live jobs {ids} "
                     "and no try of it is between a submit and its persist",
                 )
@@ -1380,25 +1470,26 @@ class World:
         identity lookup (``_resolve_tokens``). Only an operator that waits ends what it found (one that only
         submits leaves earlier jobs, as the provider operator does)."""
         operator = self._declared
-        lookup = catalogue.LOOKUPS.get(operator.external_id_key)
-        if lookup is None or not lookup.implemented:
-            return "no-lookup"  # nothing lists it, whether a try comes or not: the system's limit
-        if getattr(self.emulator, "list_lag_reads", 0) or getattr(self.emulator, "list_lag_seconds", 0):
-            return "list-lags"
-        if not operator.durable_waits() or not getattr(operator, "cancel_on_kill", True):
-            return "submit-only"
         coming = self.coming_try()
         if coming is None:
             return ""
+        # First whether the try to come would look for it at all (its cause is the situation's, whatever
+        # the system), then whether this system and operator let that lookup find and end it.
         record = self.db.store.get(operator.external_id_key)
         if record is None:
             try_number, max_tries, _clear_number, retries = coming
             if not (try_number > 1 or max_tries > retries):
                 return "no-evidence"
-            return None
-        if job.tokens & deep_atoms(without_history(record)):
-            return None
-        return "record-kept"
+        elif not job.tokens & deep_atoms(without_history(record)):
+            return "record-kept"
+        lookup = catalogue.LOOKUPS.get(operator.external_id_key)
+        if lookup is None or not lookup.implemented:
+            return "no-lookup"  # the try looks, and nothing lists the job: the system's limit
+        if getattr(self.emulator, "list_lag_reads", 0) or getattr(self.emulator, "list_lag_seconds", 0):
+            return "list-lags"
+        if not operator.durable_waits() or not getattr(operator, "cancel_on_kill", True):
+            return "submit-only"
+        return None
 
     def _live_knowers(self) -> list[set[str]]:
         found = [p.knows for p in self.processes if p.alive]
@@ -1426,6 +1517,10 @@ class World:
             return "killed-after-on-kill-deadlock"
         if creator.sigterm_locked and creator.dead:
             return "killed-after-on-kill-in-channel-call"
+        if creator.stop == "shutdown" and creator.dead:
+            # A worker or scheduler shutdown, the grace ended: after on_kill left the job, or during it.
+            during = creator.killer is not None and not creator.killer.done
+            return "shutdown-killed" + ("-during-on-kill" if during else "")
         if creator.sigterm and creator.dead and creator.killer is not None and not creator.killer.done:
             return "killed-during-on-kill"  # the supervisor's SIGKILL came before on_kill could end it
         if creator.sigterm:
@@ -1615,6 +1710,30 @@ class World:
             # The task instance finished: no try of this LJ will run again (a clear starts a new one), so
             # nothing waits on the job any more (the owned trigger's rule: cancel once the task ended).
             return
+        if (
+            actor.role == "on_kill"
+            and isinstance(owner, Process)
+            and owner.stop == "shutdown"
+            and ti is not None
+        ):
+            # A stop from outside the task's lifecycle is not a cancel (DESIGN §8, "Stopped is not
+            # cancelled"): while Airflow still shows the try running, or shows the scheduler's reset of it
+            # (no state, the same clear_number), on_kill leaves the job to the next try.
+            still = ti.id == owner.ti_id and ti.state == af.RUNNING
+            reset = owner.reset_to == ti.id and ti.state in (af.NONE, af.SCHEDULED, af.QUEUED)
+            if still or reset:
+                held = "tracked" if self.named(job) else "held"
+                self.violate(
+                    "4",
+                    f"{'shutdown' if still else 'reset'}-on-kill-cancels-{held}-job",
+                    f"{actor.name} cancelled job {job.ledger_id} of the current LJ {job.lj} on a "
+                    + (
+                        "worker or scheduler shutdown (Airflow shows the try running)"
+                        if still
+                        else "scheduler's reset of the task instance (not a clear)"
+                    ),
+                )
+                return
         is_owner = False
         context = "decision"
         if isinstance(owner, Process):
@@ -1721,6 +1840,10 @@ class World:
         try held has ended (or its cancel failed, or SIGTERM landed inside a supervisor-channel call: the
         handler cannot ask Airflow who owns the job, and (3) applies)."""
         marked = [x for x in self.ljs if x.number > process.lj and x.cause.startswith("mark")]
+        if process.stop == "shutdown":
+            # A shutdown's SIGTERM: only a mark before it is what on_kill answers to (a later mark is told
+            # by Airflow's next heartbeat refusal, which the model does not send to a stopping worker).
+            marked = [x for x in marked if x.number <= process.sigterm_lj]
         if not marked or process.deadlocked or process.sigterm_locked:
             return
         if any(x.number > marked[0].number and x.cause.startswith("run") for x in self.ljs):
