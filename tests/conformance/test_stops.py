@@ -51,6 +51,30 @@ def decisions(runner: TaskRunner, case: SystemCase) -> list[str]:
     return [entry["decision"] for entry in runner.store.data[case.external_id_key]["history"]]
 
 
+def killed_while_writing(runner: TaskRunner, state: str) -> list[Any]:
+    """Run a sync try in a thread, call its ``on_kill`` (SIGTERM) while its write of a record in ``state``
+    is in flight, let the write go on, and return what the try returned or raised."""
+    reached, release = runner.store.hold_when(record_state(state))
+    operator, context = runner.start_try()
+    outcome: list[Any] = []
+
+    def execute() -> None:
+        try:
+            outcome.append(operator.execute(context))
+        except BaseException as err:  # noqa: BLE001 - the test inspects it
+            outcome.append(err)
+
+    thread = threading.Thread(target=execute)
+    thread.start()
+    try:
+        assert reached.wait(60)
+        operator.on_kill()
+    finally:
+        release.set()
+        thread.join(120)
+    return outcome
+
+
 def _skip_without_cancel_on_kill(case: SystemCase, emulator: Any, deferrable: bool) -> None:
     if not getattr(case.make(emulator, deferrable), "cancel_on_kill", True):
         pytest.skip(f"{case.id} leaves jobs running on kill by default (cancel_on_kill=False)")
@@ -124,27 +148,22 @@ def test_a_shutdown_while_the_id_write_is_out_lets_the_try_finish(case, emulator
     records the job and waits; the job ends before the kill that would follow, and the try succeeds."""
     emulator.lifecycle = case.lifecycle(active_reads=3)
     runner = runner_for(case, emulator, False)
-    reached, release = runner.store.hold_when(record_state("submitted"))
-    operator, context = runner.start_try()
-    outcome: list[Any] = []
-
-    def execute() -> None:
-        try:
-            outcome.append(operator.execute(context))
-        except BaseException as err:  # noqa: BLE001 - the test inspects it
-            outcome.append(err)
-
-    thread = threading.Thread(target=execute)
-    thread.start()
-    try:
-        assert reached.wait(60)
-        operator.on_kill()
-    finally:
-        release.set()
-        thread.join(120)
+    outcome = killed_while_writing(runner, "submitted")
     assert outcome and not isinstance(outcome[0], BaseException), outcome
     (job,) = job_ids(case, emulator)
     assert not cancelled(case, emulator, job)
+    assert runner.store.data[case.external_id_key]["state"] == "done"
+
+
+def test_a_shutdown_before_the_first_write_lets_the_try_go_on(case, emulator):
+    """SIGTERM lands while the try's first write (its submission intent) is in flight: a read with its id
+    finds no record, as it would for a superseded try, but this try wrote nothing yet and Airflow shows it
+    running. It goes on: it submits, waits and succeeds."""
+    emulator.lifecycle = case.lifecycle(active_reads=3)
+    runner = runner_for(case, emulator, False)
+    outcome = killed_while_writing(runner, "submitting")
+    assert outcome and not isinstance(outcome[0], BaseException), outcome  # failed 'told to stop' before
+    assert len(job_ids(case, emulator)) == 1
     assert runner.store.data[case.external_id_key]["state"] == "done"
 
 

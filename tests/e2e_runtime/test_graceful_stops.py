@@ -23,7 +23,6 @@ its run in ``on_kill`` and the retry submits a second one.
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from collections.abc import Iterator
@@ -39,6 +38,7 @@ if int(airflow.__version__.split(".")[0]) < 3:
 from airflow_durable import shims  # noqa: E402
 from airflow_durable.demo.deployment import Deployment, DeploymentError  # noqa: E402
 from airflow_durable.testing.databricks import DatabricksEmulator  # noqa: E402
+from tests.e2e_runtime import actions  # noqa: E402
 from tests.e2e_runtime.conftest import SUMMARIES  # noqa: E402
 from tests.e2e_runtime.graceful_dags.graceful_stops import SCENARIOS, TASK_ID, dag_id_of  # noqa: E402
 
@@ -56,17 +56,8 @@ SCENARIO_BUDGET = 240.0
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[DatabricksEmulator]:
-    previous = os.environ.get("AIRFLOW_CONN_DATABRICKS_DEFAULT")
-    dbx = DatabricksEmulator(lifecycle=["PENDING", "RUNNING"]).start()  # RUNNING is sticky
-    name = dbx.install_connection()
-    try:
+    with actions.installed_databricks_emulator() as dbx:
         yield dbx
-    finally:
-        dbx.stop()
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +85,7 @@ class Run:
 
     def runs(self) -> list[Any]:
         return sorted(
-            (r for r in list(self.dbx.runs.values()) if r.run_name.partition(" [afd-ti-")[0] == self.dag_id),
+            (r for r in list(self.dbx.runs.values()) if actions.named_for(r.run_name, self.dag_id)),
             key=lambda r: r.run_id,
         )
 
