@@ -758,7 +758,9 @@ def shutdown_before_the_first_write(world: World) -> None:
     p1 = start(world)
     act(world, "worker_shutdown", f"{p1.name}'s worker shuts down", lambda: world.worker_shutdown(p1))
     until_killer_done(world, p1)
-    until_exit(world, p1)
+    until_parked(world, p1, "store_set", after_jobs=1)  # it went on: submitted, and records the job's id
+    job = job_of(world, p1)
+    assert world.active(job) and not cancelled_by(world, job), world.log
 
 
 def mark_before_the_retry_holds_the_job(world: World) -> None:
