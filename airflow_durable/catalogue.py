@@ -272,7 +272,7 @@ OPERATORS: tuple[Operator, ...] = (
         "BigQueryInsertJobTrigger",
         "airflow_durable.bigquery_insert_job",
         "closed: caller-chosen job id from the token, 409 adopts the job "
-        "(`force_rerun=False`: only for the states in `reattach_states`); `jobs.list` lookup of the token",
+        "(`force_rerun=False`: only for the states in `reattach_states`)",
         submit_call="`jobs.insert`",
     ),
     Operator(
@@ -285,7 +285,7 @@ OPERATORS: tuple[Operator, ...] = (
         "RedshiftDataOperator",
         "RedshiftDataTrigger",
         "airflow_durable.redshift_data",
-        "closed: native `ClientToken`, `ListStatements` lookup of the token",
+        "closed: native `ClientToken`",
         "wait_for_completion",
         submit_call="`ExecuteStatement` / `BatchExecuteStatement`",
     ),
@@ -315,7 +315,7 @@ OPERATORS: tuple[Operator, ...] = (
         "EmrServerlessStartJobOperator",
         "EmrServerlessStartJobTrigger",
         "airflow_durable.emr_serverless_start_job",
-        "closed: native `clientToken`, `ListJobRuns` lookup of the token",
+        "closed: native `clientToken`",
         "wait_for_completion",
         submit_call="`StartJobRun`",
     ),

@@ -824,9 +824,9 @@ class DurableJobEngine:
                 record = self._upstream_record(context, store)
             same = record is None or same_epoch(record, me)
             if record is not None and record.state == "submitting" and same:
-                # A try died inside the submit→persist window: the system is asked whether the submission
-                # reached it, before the token is sent again.
-                jobs = self._jobs_in_window(DurableToken(record.token, record.generation), context)
+                # A try died inside the submit→persist window: a system without an idempotency key is asked
+                # whether the submission reached it.
+                jobs = self.durable_find_all(DurableToken(record.token, record.generation), context)
                 if jobs:
                     record = replace(record, state="submitted", external_id=jobs[0])
                     duplicates = [job for job in jobs[1:] if not _same(job, jobs[0])]
@@ -1000,28 +1000,6 @@ class DurableJobEngine:
             except ValueError:
                 continue
         return ids
-
-    def _jobs_in_window(self, token: DurableToken, context: Context) -> list[Any]:
-        """The jobs a submission with ``token`` made, looked up before it is sent again (`_jobs_of_token`).
-
-        Without an idempotency key the lookup is the only protection, so its failure fails the try. With
-        one, the key deduplicates the resend within its window and the lookup closes what lies past it (a
-        token the system no longer deduplicates): a failed lookup then resends, as the key alone did.
-        """
-        if self.durable_converge_after_submit:
-            return list(self.durable_find_all(token, context))
-        try:
-            return self._jobs_of_token(token, context)
-        except Exception as err:
-            self.log.warning(
-                "task %s: looking token %s up before sending it again failed (%s: %s); sending it again, "
-                "which the system's idempotency key deduplicates within its window",
-                self.task_id,
-                token.text,
-                type(err).__name__,
-                err,
-            )
-            return []
 
     def _converge_recorded(self, record: JobRecord, context: Context) -> list[Any]:
         """The other jobs the token of an `unconverged` record names (to end as duplicates); a failed lookup

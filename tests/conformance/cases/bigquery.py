@@ -54,7 +54,6 @@ CASES: list[SystemCase] = [
         pre_defer_status_reads=1,  # the provider's job.running() before it defers
         trigger_error_text="injected fault",  # the trigger turns the API error into an error event
         event_id_key="job_id",
-        window_closed_by="lookup",
         foreign_id="some_other_job_999999",
         success_event=lambda job_id: {"job_id": job_id, "status": "success", "message": "Job completed"},
         error_event_is_wellformed=True,
