@@ -191,7 +191,7 @@ FAULTS: dict[str, Fault] = {
             limit=(
                 "systems whose jobs cannot be looked up without their record (Databricks run-now) end the "
                 "job on such a clear and start a new one: the kill cannot tell it from a default clear, and "
-                "after that nothing else could find the job (Snowflake carries on since issue 34: its "
+                "after that nothing else could find the job (Snowflake carries on: its "
                 "statements are found by QUERY_HISTORY_BY_USER)"
             ),
         ),
