@@ -322,6 +322,11 @@ def test_the_wheel_installs_without_airflow_and_check_runs(wheel: Path, tmp_path
         env=env,
         timeout=300,
     )
+    if installed.returncode != 0 and "needs to be downloaded from a registry" in installed.stderr:
+        # The premise is the cache's, not the wheel's: on a machine whose uv cache never resolved these
+        # packages (a fresh HOME), uv cannot answer offline even for wheels it holds. Issue 32 replaces this
+        # with an install that needs no warm cache; until then the case is skipped, saying so.
+        pytest.skip("uv's cache cannot resolve the core dependencies offline here (a cold cache; issue 32)")
     assert installed.returncode == 0, (
         "uv could not install the wheel from its cache offline (build the env first: make env-3.3)\n"
         + installed.stderr[-3000:]
