@@ -26,6 +26,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +37,12 @@ if int(airflow.__version__.split(".")[0]) < 3:
     pytest.skip("real-runtime harness is written for Airflow 3.x component CLI", allow_module_level=True)
 
 from airflow_durable import shims  # noqa: E402
-from airflow_durable.demo.deployment import Deployment, DeploymentError  # noqa: E402
+from airflow_durable.demo.deployment import Deployment  # noqa: E402
 from airflow_durable.testing.databricks import DatabricksEmulator  # noqa: E402
 from tests.e2e_runtime import actions  # noqa: E402
 from tests.e2e_runtime.conftest import SUMMARIES  # noqa: E402
 from tests.e2e_runtime.graceful_dags.graceful_stops import SCENARIOS, TASK_ID, dag_id_of  # noqa: E402
+from tests.e2e_runtime.test_runtime_databricks import Scenario  # noqa: E402
 
 pytestmark = [
     pytest.mark.runtime,
@@ -75,28 +77,14 @@ def deployment(emulator: DatabricksEmulator) -> Iterator[Deployment]:
     assert not dep.stray_pids(), "a deployment process outlived the test"
 
 
-class Run:
-    """One DAG run of one scenario DAG, and what the emulator saw of it."""
+@dataclass
+class Run(Scenario):
+    """One DAG run of one scenario DAG, and what the emulator saw of it (the runtime tier's `Scenario`),
+    with this module's budget."""
 
-    def __init__(self, dep: Deployment, dbx: DatabricksEmulator, dag_id: str) -> None:
-        self.dep, self.dbx, self.dag_id = dep, dbx, dag_id
-        self.run_id = f"gs__{dag_id}__{int(time.time() * 1000)}"
-        self.deadline = time.monotonic() + SCENARIO_BUDGET
-
-    def runs(self) -> list[Any]:
-        return sorted(
-            (r for r in list(self.dbx.runs.values()) if actions.named_for(r.run_name, self.dag_id)),
-            key=lambda r: r.run_id,
-        )
-
-    def ti(self) -> Any:
-        return self.dep.task_instance(self.dag_id, self.run_id, TASK_ID)
-
-    def wait(self, condition: Any, what: str) -> Any:
-        try:
-            return self.dep.wait_for(condition, self.deadline - time.monotonic(), f"{self.dag_id}: {what}")
-        except DeploymentError as err:
-            raise DeploymentError(f"{err}\n{self.dep.task_logs(self.dag_id)}") from None
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.deadline = self.started + SCENARIO_BUDGET
 
     def polling(self, try_number: int) -> Any:
         """Wait until the given try runs and its run has been polled: the task waits on its worker."""
@@ -132,13 +120,6 @@ class Run:
             lambda: (s := self.dep.dag_run_state(self.dag_id, self.run_id)) in ("success", "failed") and s,
             "the DAG run to end",
         )
-
-    def attempt_log(self, try_number: int) -> str:
-        root = (
-            self.dep.home / "logs" / f"dag_id={self.dag_id}" / f"run_id={self.run_id}" / f"task_id={TASK_ID}"
-        )
-        path = root / f"attempt={try_number}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
 
 
 def _task_and_supervisor(dep: Deployment, run: Run, ti: Any) -> tuple[int, int]:
@@ -184,7 +165,7 @@ def test_a_graceful_stop_while_the_task_polls(
 ) -> None:
     started = time.monotonic()
     run = Run(deployment, emulator, dag_id_of(scenario, operator))
-    deployment.trigger(run.dag_id, run.run_id)
+    run.trigger()
     ti = run.polling(try_number=1)
     (first,) = run.runs()
     STOPS[scenario](deployment, run, ti)
