@@ -208,6 +208,9 @@ class DurableJobEngine:
     durable_window_closed: ClassVar[bool] = True
     #: True for systems without a native idempotency key: look the token up after submitting.
     durable_converge_after_submit: ClassVar[bool] = False
+    #: True where the native key's window may lapse while the job still runs (the catalogue's
+    #: ``Idempotency.lapses``): a crash-window retry looks the token up by identity before resending it.
+    durable_key_lapses: ClassVar[bool] = False
     durable_active_statuses: ClassVar[frozenset[str]] = frozenset()
     durable_succeeded_statuses: ClassVar[frozenset[str]] = frozenset()
     durable_failed_statuses: ClassVar[frozenset[str]] = frozenset()
@@ -246,6 +249,7 @@ class DurableJobEngine:
                 ("durable_system", row.system),
                 ("durable_wait_flag", row.no_wait_kwarg),
                 ("durable_waits_by_default", row.waits_by_default),
+                ("durable_key_lapses", row.idempotency.lapses),
             ):
                 if name not in cls.__dict__:
                     setattr(cls, name, value)
@@ -824,9 +828,9 @@ class DurableJobEngine:
                 record = self._upstream_record(context, store)
             same = record is None or same_epoch(record, me)
             if record is not None and record.state == "submitting" and same:
-                # A try died inside the submit→persist window: a system without an idempotency key is asked
-                # whether the submission reached it.
-                jobs = self.durable_find_all(DurableToken(record.token, record.generation), context)
+                # A try died inside the submit→persist window: the system is asked whether the submission
+                # reached it, where its key alone may not answer (`_jobs_in_window`).
+                jobs = self._jobs_in_window(DurableToken(record.token, record.generation), context)
                 if jobs:
                     record = replace(record, state="submitted", external_id=jobs[0])
                     duplicates = [job for job in jobs[1:] if not _same(job, jobs[0])]
@@ -1000,6 +1004,32 @@ class DurableJobEngine:
             except ValueError:
                 continue
         return ids
+
+    def _jobs_in_window(self, token: DurableToken, context: Context) -> list[Any]:
+        """The jobs a crashed try's submission with ``token`` made, looked up before the token is resent.
+
+        A system with a token lookup (`durable_find_all`) is asked; its failure fails the try. A native key
+        whose window may lapse while the job runs (`durable_key_lapses`) is looked up by the task instance's
+        identity: the key deduplicates the resend only inside its window. That lookup failing (e.g. a
+        connection without the list permission) resends, as the key alone did. Elsewhere the key is the
+        protection (BigQuery: the job id stays taken, a resend adopts the job) and nothing is looked up.
+        """
+        if type(self).durable_find_all is not DurableJobEngine.durable_find_all:
+            return list(self.durable_find_all(token, context))
+        if not self.durable_key_lapses or not self._durable_findable():
+            return []
+        try:
+            return self._jobs_of_token(token, context)
+        except Exception as err:
+            self.log.warning(
+                "task %s: looking token %s up before sending it again failed (%s: %s); sending it again, "
+                "which the system's idempotency key deduplicates within its window",
+                self.task_id,
+                token.text,
+                type(err).__name__,
+                err,
+            )
+            return []
 
     def _converge_recorded(self, record: JobRecord, context: Context) -> list[Any]:
         """The other jobs the token of an `unconverged` record names (to end as duplicates); a failed lookup
