@@ -386,7 +386,9 @@ _DATABRICKS = Idempotency(
     on_finished="the existing run's id (no new run)",
     on_failed="the existing run's id (no new run)",
     on_cancelled="the existing run's id (no new run)",
-    on_deleted='an error ("If a run with the provided token is deleted, an error is returned")',
+    on_deleted='an error ("If a run with the provided token is deleted, an error is returned"; '
+    f"{SILENT}: its code; the emulator answers 400 INVALID_PARAMETER_VALUE naming the token as deleted, "
+    "and the engine submits the next generation on that answer alone)",
     on_expired=f"{SILENT}: whether a run removed after 60 days counts as deleted; "
     "the emulator forgets the token",
     sources=_DBX_DOCS,

@@ -189,6 +189,8 @@ class DurableJobEngine:
       systems without native idempotency; with `durable_converge_after_submit` the engine also looks the
       token up after each submission, so tries that submitted at the same instant all adopt the earliest
       job and the duplicates are cancelled.
+    * `durable_token_gone(error)`: whether a submit's error is the system's specific answer that its
+      idempotency token names a deleted job; a crash-window resend so refused submits the next generation.
     * `durable_created_at(external_id, context)`: when the system created the job, where that costs no
       extra call (or the token is the user's own): a job older than the intent is refused.
     * `durable_find(identity, context)`: every job of the task instance ``identity``
@@ -361,6 +363,11 @@ class DurableJobEngine:
 
     def durable_created_at(self, external_id: Any, context: Context) -> dt.datetime | None:
         return None
+
+    def durable_token_gone(self, error: Exception) -> bool:
+        """Whether a submit's ``error`` is the system's answer that the job its idempotency token names was
+        deleted (so the token can never be used again). Only a specific, documented answer qualifies."""
+        return False
 
     def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
         raise NotImplementedError(f"{type(self).__name__} declares no lookup of its jobs by task instance")
@@ -1373,11 +1380,31 @@ class DurableJobEngine:
         self._durable_sending = gen.token
         try:
             submitted_id, resent = self._submit_or_resend(context, gen)
-        except Exception:
+        except Exception as err:
             if self.__dict__.get("_durable_killed"):
                 # Told to stop while the submission was out (its answer lost, or not come yet): no resend,
                 # but the submission may have made a job that only its token names.
                 self._end_jobs_of_token(gen.token, None, "told to stop while submitting", look_up=True)
+            elif gen.resumed and self.durable_token_gone(err):
+                # The crashed try's job was deleted and its token is refused for good: that job cannot
+                # be reached again, so the logical job goes on under the next generation's token.
+                self._durable_sending = None
+                generation = gen.token.generation + 1
+                self.log.warning(
+                    "task %s: the job of token %s was deleted (%s: %s); submitting generation %d",
+                    self.task_id,
+                    gen.token.text,
+                    type(err).__name__,
+                    err,
+                    generation,
+                )
+                return _Generation(
+                    Decision.TERMINAL_RESUBMIT,
+                    me.token(generation, intent.salt or salt),
+                    False,
+                    intent,
+                    gen.unended,
+                )
             raise
         self._hold(submitted_id, Origin.RESENT if gen.resumed or resent else Origin.SUBMITTED)
         if self.__dict__.get("_durable_killed"):
@@ -1419,8 +1446,8 @@ class DurableJobEngine:
         except DurableError:
             raise
         except Exception as err:
-            if self.__dict__.get("_durable_killed"):
-                raise
+            if self.__dict__.get("_durable_killed") or self.durable_token_gone(err):
+                raise  # a deleted job's token is refused again: sending it once more cannot help
             self.log.warning(
                 "task %s: submitting with token %s failed (%s: %s); the job may have been created, so "
                 "sending the same token once more",

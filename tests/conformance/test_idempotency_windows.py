@@ -93,16 +93,9 @@ def test_a_resubmission_after_the_job_expired(case, emulator, deferrable):
     assert len(created) == 2, [e.external_id for e in created]
 
 
-DELETED_GAP = (
-    "engine: Databricks answers an error to a resubmission whose idempotency token names a deleted run "
-    "(Jobs API: 'If a run with the provided token is deleted, an error is returned'); the retry fails on "
-    "it, and so does every later retry. The engine must take that answer as 'the job is gone' and submit "
-    "the next generation with a new token"
-)
 DATABRICKS = [c for c in SYSTEMS if c.emulator_fixture == "databricks_emulator"]
 
 
-@pytest.mark.xfail(strict=True, reason=DELETED_GAP)
 @pytest.mark.parametrize("deferrable", PATHS)
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in DATABRICKS])
 def test_a_resubmission_after_the_run_was_deleted(case, deferrable, request):
@@ -112,4 +105,8 @@ def test_a_resubmission_after_the_run_was_deleted(case, deferrable, request):
     emulator.delete(first.external_id)
     outcome = runner.run()
     assert outcome.state == "success", outcome.error
-    assert len(case.submissions(emulator)) == 2
+    # The deleted run's token is refused for good: one new run under the next generation's token, tracked.
+    created = case.submissions(emulator)
+    assert len(created) == 2 and created[0].external_id == first.external_id
+    assert created[1].token != first.token
+    assert case.reported(outcome) == created[1].external_id
