@@ -53,7 +53,7 @@ def _no_lookup(case: SystemCase) -> bool:
 
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_a_resubmission_past_the_token_window_starts_no_second_job(case, emulator, deferrable, request):
-    # BigQuery is looked up by no one here and still passes: its token is the job id, taken while the job
+    # BigQuery is not looked up and still passes: its token is the job id, taken while the job
     # exists. Redshift Data and EMR Serverless pass by the lookup before the resend (`Idempotency.lapses`).
     if _no_lookup(case):
         request.applymarker(pytest.mark.xfail(strict=True, reason=RUN_NOW_PAST_WINDOW))
