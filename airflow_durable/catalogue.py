@@ -86,6 +86,11 @@ class Idempotency:
     on_expired: str
     #: The pages (and model files) the facts come from.
     sources: tuple[str, ...]
+    #: True when the documentation does not tie the window to the job's life, so the token may stop
+    #: deduplicating while its job still runs. The engine then looks the token up by the task instance's
+    #: identity before resending it (where the system has that lookup); False where the window outlasts the
+    #: job (BigQuery's id stays taken) or there is no native key (the lookup is the only protection).
+    lapses: bool = False
 
 
 @dataclass(frozen=True)
@@ -244,7 +249,8 @@ OPERATORS: tuple[Operator, ...] = (
         "DatabricksRunNowOperator",
         "DatabricksExecutionTrigger",
         "airflow_durable.databricks_run_now",
-        "closed: native `idempotency_token`",
+        "closed: native `idempotency_token`, held while a run with it exists (no lookup: run-now names "
+        "no task instance)",
         "wait_for_termination",
         submit_call="`run-now`",
     ),
@@ -285,7 +291,7 @@ OPERATORS: tuple[Operator, ...] = (
         "RedshiftDataOperator",
         "RedshiftDataTrigger",
         "airflow_durable.redshift_data",
-        "closed: native `ClientToken`",
+        "closed: native `ClientToken`; past its window, a `ListStatements` lookup of the token",
         "wait_for_completion",
         submit_call="`ExecuteStatement` / `BatchExecuteStatement`",
     ),
@@ -315,7 +321,7 @@ OPERATORS: tuple[Operator, ...] = (
         "EmrServerlessStartJobOperator",
         "EmrServerlessStartJobTrigger",
         "airflow_durable.emr_serverless_start_job",
-        "closed: native `clientToken`",
+        "closed: native `clientToken`; past its window, a `ListJobRuns` lookup of the token",
         "wait_for_completion",
         submit_call="`StartJobRun`",
     ),
@@ -380,10 +386,14 @@ _DATABRICKS = Idempotency(
     on_finished="the existing run's id (no new run)",
     on_failed="the existing run's id (no new run)",
     on_cancelled="the existing run's id (no new run)",
-    on_deleted='an error ("If a run with the provided token is deleted, an error is returned")',
+    on_deleted='an error ("If a run with the provided token is deleted, an error is returned"; '
+    f"{SILENT}: its code; the emulator answers 400 INVALID_PARAMETER_VALUE naming the token as deleted, "
+    "and the engine submits the next generation on that answer alone)",
     on_expired=f"{SILENT}: whether a run removed after 60 days counts as deleted; "
     "the emulator forgets the token",
     sources=_DBX_DOCS,
+    # Documented to hold while a run with the token exists, so not while the run still runs.
+    lapses=False,
 )
 _AWS_MODEL = "botocore service model (data/<service>/*/service-2.json)"
 IDEMPOTENCY: dict[str, Idempotency] = {
@@ -405,6 +415,7 @@ IDEMPOTENCY: dict[str, Idempotency] = {
             "https://docs.snowflake.com/en/developer-guide/sql-api/submitting-requests",
             "snowflakedb/snowflake-rest-api-specs specifications/sqlapi.yaml (requestId: format uuid)",
         ),
+        lapses=True,
     ),
     "airflow_durable.bigquery_insert_job": Idempotency(
         carrier="caller-chosen `jobReference.jobId`",
@@ -439,6 +450,7 @@ IDEMPOTENCY: dict[str, Idempotency] = {
             _AWS_MODEL,
             "https://docs.aws.amazon.com/redshift-data/latest/APIReference/API_ExecuteStatement.html",
         ),
+        lapses=True,
     ),
     "airflow_durable.emr_add_steps": Idempotency(
         carrier="step name (`[afd-… step i/n]` suffix); looked up with `ListSteps`",
@@ -468,6 +480,7 @@ IDEMPOTENCY: dict[str, Idempotency] = {
             _AWS_MODEL,
             "https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_StartJobRun.html",
         ),
+        lapses=True,
     ),
     "airflow_durable.emr_container": Idempotency(
         carrier="`clientToken` (and the job run name, for the `ListJobRuns` lookup)",
@@ -484,6 +497,7 @@ IDEMPOTENCY: dict[str, Idempotency] = {
             _AWS_MODEL,
             "https://docs.aws.amazon.com/emr-on-eks/latest/APIReference/API_StartJobRun.html",
         ),
+        lapses=True,
     ),
     "airflow_durable.batch": Idempotency(
         carrier="job tag `airflow-durable-token`; looked up with `ListJobs`",

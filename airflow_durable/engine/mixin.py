@@ -189,6 +189,8 @@ class DurableJobEngine:
       systems without native idempotency; with `durable_converge_after_submit` the engine also looks the
       token up after each submission, so tries that submitted at the same instant all adopt the earliest
       job and the duplicates are cancelled.
+    * `durable_token_gone(error)`: whether a submit's error is the system's specific answer that its
+      idempotency token names a deleted job; a crash-window resend so refused submits the next generation.
     * `durable_created_at(external_id, context)`: when the system created the job, where that costs no
       extra call (or the token is the user's own): a job older than the intent is refused.
     * `durable_find(identity, context)`: every job of the task instance ``identity``
@@ -208,6 +210,9 @@ class DurableJobEngine:
     durable_window_closed: ClassVar[bool] = True
     #: True for systems without a native idempotency key: look the token up after submitting.
     durable_converge_after_submit: ClassVar[bool] = False
+    #: True where the native key's window may lapse while the job still runs (the catalogue's
+    #: ``Idempotency.lapses``): a crash-window retry looks the token up by identity before resending it.
+    durable_key_lapses: ClassVar[bool] = False
     durable_active_statuses: ClassVar[frozenset[str]] = frozenset()
     durable_succeeded_statuses: ClassVar[frozenset[str]] = frozenset()
     durable_failed_statuses: ClassVar[frozenset[str]] = frozenset()
@@ -246,6 +251,7 @@ class DurableJobEngine:
                 ("durable_system", row.system),
                 ("durable_wait_flag", row.no_wait_kwarg),
                 ("durable_waits_by_default", row.waits_by_default),
+                ("durable_key_lapses", row.idempotency.lapses),
             ):
                 if name not in cls.__dict__:
                     setattr(cls, name, value)
@@ -357,6 +363,11 @@ class DurableJobEngine:
 
     def durable_created_at(self, external_id: Any, context: Context) -> dt.datetime | None:
         return None
+
+    def durable_token_gone(self, error: Exception) -> bool:
+        """Whether a submit's ``error`` is the system's answer that the job its idempotency token names was
+        deleted (so the token can never be used again). Only a specific, documented answer qualifies."""
+        return False
 
     def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
         raise NotImplementedError(f"{type(self).__name__} declares no lookup of its jobs by task instance")
@@ -824,9 +835,9 @@ class DurableJobEngine:
                 record = self._upstream_record(context, store)
             same = record is None or same_epoch(record, me)
             if record is not None and record.state == "submitting" and same:
-                # A try died inside the submit→persist window: a system without an idempotency key is asked
-                # whether the submission reached it.
-                jobs = self.durable_find_all(DurableToken(record.token, record.generation), context)
+                # A try died inside the submit→persist window: the system is asked whether the submission
+                # reached it, where its key alone may not answer (`_jobs_in_window`).
+                jobs = self._jobs_in_window(DurableToken(record.token, record.generation), context)
                 if jobs:
                     record = replace(record, state="submitted", external_id=jobs[0])
                     duplicates = [job for job in jobs[1:] if not _same(job, jobs[0])]
@@ -1000,6 +1011,32 @@ class DurableJobEngine:
             except ValueError:
                 continue
         return ids
+
+    def _jobs_in_window(self, token: DurableToken, context: Context) -> list[Any]:
+        """The jobs a crashed try's submission with ``token`` made, looked up before the token is resent.
+
+        A system with a token lookup (`durable_find_all`) is asked; its failure fails the try. A native key
+        whose window may lapse while the job runs (`durable_key_lapses`) is looked up by the task instance's
+        identity: the key deduplicates the resend only inside its window. That lookup failing (e.g. a
+        connection without the list permission) resends, as the key alone did. Elsewhere the key is the
+        protection (BigQuery: the job id stays taken, a resend adopts the job) and nothing is looked up.
+        """
+        if type(self).durable_find_all is not DurableJobEngine.durable_find_all:
+            return list(self.durable_find_all(token, context))
+        if not self.durable_key_lapses or not self._durable_findable():
+            return []
+        try:
+            return self._jobs_of_token(token, context)
+        except Exception as err:
+            self.log.warning(
+                "task %s: looking token %s up before sending it again failed (%s: %s); sending it again, "
+                "which the system's idempotency key deduplicates within its window",
+                self.task_id,
+                token.text,
+                type(err).__name__,
+                err,
+            )
+            return []
 
     def _converge_recorded(self, record: JobRecord, context: Context) -> list[Any]:
         """The other jobs the token of an `unconverged` record names (to end as duplicates); a failed lookup
@@ -1343,11 +1380,31 @@ class DurableJobEngine:
         self._durable_sending = gen.token
         try:
             submitted_id, resent = self._submit_or_resend(context, gen)
-        except Exception:
+        except Exception as err:
             if self.__dict__.get("_durable_killed"):
                 # Told to stop while the submission was out (its answer lost, or not come yet): no resend,
                 # but the submission may have made a job that only its token names.
                 self._end_jobs_of_token(gen.token, None, "told to stop while submitting", look_up=True)
+            elif gen.resumed and self.durable_token_gone(err):
+                # The crashed try's job was deleted and its token is refused for good: that job cannot
+                # be reached again, so the logical job goes on under the next generation's token.
+                self._durable_sending = None
+                generation = gen.token.generation + 1
+                self.log.warning(
+                    "task %s: the job of token %s was deleted (%s: %s); submitting generation %d",
+                    self.task_id,
+                    gen.token.text,
+                    type(err).__name__,
+                    err,
+                    generation,
+                )
+                return _Generation(
+                    Decision.TERMINAL_RESUBMIT,
+                    me.token(generation, intent.salt or salt),
+                    False,
+                    intent,
+                    gen.unended,
+                )
             raise
         self._hold(submitted_id, Origin.RESENT if gen.resumed or resent else Origin.SUBMITTED)
         if self.__dict__.get("_durable_killed"):
@@ -1389,8 +1446,8 @@ class DurableJobEngine:
         except DurableError:
             raise
         except Exception as err:
-            if self.__dict__.get("_durable_killed"):
-                raise
+            if self.__dict__.get("_durable_killed") or self.durable_token_gone(err):
+                raise  # a deleted job's token is refused again: sending it once more cannot help
             self.log.warning(
                 "task %s: submitting with token %s failed (%s: %s); the job may have been created, so "
                 "sending the same token once more",

@@ -184,6 +184,10 @@ class _DatabricksRunAdapter(DurableJobEngine):
     def durable_cancel(self, external_id: int) -> None:
         self._hook.cancel_run(external_id)
 
+    def durable_token_gone(self, error: Exception) -> bool:
+        # A resent token whose run was deleted is refused on every later submit: the run is gone.
+        return compat.is_deleted_token(error)
+
     def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
         """This task instance's runs of every generation and clear epoch, newest first (`FoundJob`s)."""
         raise NotImplementedError(f"{type(self).__name__}: {catalogue.LOOKUPS[self.external_id_key].reason}")

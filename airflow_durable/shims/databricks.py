@@ -11,6 +11,8 @@ the operator module and our behaviour are the same on both.
 from __future__ import annotations
 
 import copy
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,6 +99,27 @@ def _resolve_job_name(operator: Any, json: dict[str, Any]) -> dict[str, Any]:
         json["job_id"] = job_id
         del json["job_name"]
     return json
+
+
+_HOOK_ERROR = re.compile(r"Response: (\{.*\}), Status Code: (\d+)$", re.DOTALL)
+
+
+def is_deleted_token(error: BaseException) -> bool:
+    """Whether a submit error is the Jobs API refusing an idempotency token whose run was deleted ("If a
+    run with the provided token is deleted, an error is returned"). The answer's code is not documented:
+    a 400 ``INVALID_PARAMETER_VALUE`` whose message names the idempotency token as deleted qualifies, no
+    other error (a rate limit, a bad payload) does."""
+    found = _HOOK_ERROR.search(str(error))
+    if found is None or int(found.group(2)) != 400:
+        return False
+    try:
+        body = json.loads(found.group(1))
+    except ValueError:
+        return False
+    if not isinstance(body, dict) or body.get("error_code") != "INVALID_PARAMETER_VALUE":
+        return False
+    message = str(body.get("message", "")).lower()
+    return "idempotency token" in message and "deleted" in message
 
 
 def is_not_found(error: BaseException) -> bool:

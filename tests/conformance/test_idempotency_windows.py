@@ -7,8 +7,8 @@ deleted, or it expired from the system's history. The emulators answer as the ca
 do. Expected everywhere: the task succeeds with exactly one live job per generation, never a blind second
 job while the first may still run.
 
-Where the engine does not meet a cell yet, the cell is marked ``xfail(strict=True)`` with the behaviour
-the engine needs; the marker goes when the engine does it.
+Where a system cannot meet a cell, the cell is marked ``xfail(strict=True)`` with the documented limit
+(the system's docs page states it too).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from airflow_durable.catalogue import IDEMPOTENCY
+from airflow_durable.catalogue import IDEMPOTENCY, LOOKUPS
 from tests.conformance.systems import SYSTEMS, SystemCase
 from tests.harness import DURABLE, TaskRunner, record_state
 
@@ -27,14 +27,12 @@ pytestmark = pytest.mark.skipif(
 
 PATHS = [pytest.param(False, id="sync"), pytest.param(True, id="deferrable")]
 
-#: Cases whose only protection in the window is the system's own deduplication: once a token no longer
-#: deduplicates, a resubmission starts a second job.
-PAST_WINDOW_GAP = (
-    "engine: a retry inside the submit→persist window resends the stored token blindly; when the "
-    "token no longer deduplicates (its window passed: the documented window is unknown for this system, "
-    "see airflow_durable.catalogue.IDEMPOTENCY) the system starts a second job. The engine must look the "
-    "job up by its identity (name/tag/label carrying the token) before resending, and adopt the job it "
-    "finds"
+#: Databricks run-now: a native key and no lookup (run-now carries nothing that names the task instance).
+RUN_NOW_PAST_WINDOW = (
+    "documented limit: Databricks deduplicates an idempotency_token as long as a run with it exists, so it "
+    "does not lapse while the run runs; should it (the emulator forgets it here), a resubmission starts a "
+    "second run: run-now takes no run name or tags, so there is no lookup to find the first "
+    "(airflow_durable.catalogue.LOOKUPS)"
 )
 
 
@@ -47,15 +45,18 @@ def _crashed_in_the_window(case: SystemCase, emulator: Any, deferrable: bool) ->
     return runner, first
 
 
-def _native_only(case: SystemCase) -> bool:
-    return IDEMPOTENCY[f"airflow_durable.{case.id}"].native and case.window_closed_by != "lookup"
+def _no_lookup(case: SystemCase) -> bool:
+    """A native key alone closes the window: no lookup by identity or token to find a job past it."""
+    key = f"airflow_durable.{case.id}"
+    return IDEMPOTENCY[key].native and case.window_closed_by != "lookup" and not LOOKUPS[key].implemented
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_a_resubmission_past_the_token_window_starts_no_second_job(case, emulator, deferrable, request):
-    if _native_only(case) and case.id != "bigquery_insert_job":
-        # BigQuery's token is the job id itself: it stays taken while the job exists, so it cannot lapse.
-        request.applymarker(pytest.mark.xfail(strict=True, reason=PAST_WINDOW_GAP))
+    # BigQuery is not looked up and still passes: its token is the job id, taken while the job
+    # exists. Redshift Data and EMR Serverless pass by the lookup before the resend (`Idempotency.lapses`).
+    if _no_lookup(case):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=RUN_NOW_PAST_WINDOW))
     runner, first = _crashed_in_the_window(case, emulator, deferrable)
     emulator.forget_token(first.token)  # the deduplication window passed while the job still runs
     outcome = runner.run()
@@ -92,16 +93,9 @@ def test_a_resubmission_after_the_job_expired(case, emulator, deferrable):
     assert len(created) == 2, [e.external_id for e in created]
 
 
-DELETED_GAP = (
-    "engine: Databricks answers an error to a resubmission whose idempotency token names a deleted run "
-    "(Jobs API: 'If a run with the provided token is deleted, an error is returned'); the retry fails on "
-    "it, and so does every later retry. The engine must take that answer as 'the job is gone' and submit "
-    "the next generation with a new token"
-)
 DATABRICKS = [c for c in SYSTEMS if c.emulator_fixture == "databricks_emulator"]
 
 
-@pytest.mark.xfail(strict=True, reason=DELETED_GAP)
 @pytest.mark.parametrize("deferrable", PATHS)
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in DATABRICKS])
 def test_a_resubmission_after_the_run_was_deleted(case, deferrable, request):
@@ -111,4 +105,8 @@ def test_a_resubmission_after_the_run_was_deleted(case, deferrable, request):
     emulator.delete(first.external_id)
     outcome = runner.run()
     assert outcome.state == "success", outcome.error
-    assert len(case.submissions(emulator)) == 2
+    # The deleted run's token is refused for good: one new run under the next generation's token, tracked.
+    created = case.submissions(emulator)
+    assert len(created) == 2 and created[0].external_id == first.external_id
+    assert created[1].token != first.token
+    assert case.reported(outcome) == created[1].external_id

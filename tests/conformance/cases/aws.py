@@ -58,6 +58,7 @@ CASES: list[SystemCase] = [
         # The trigger turns a status API error into its own error event; the provider raises on it.
         trigger_error_text="error message",
         event_id_key="statement_id",
+        window_closed_by="lookup",
         foreign_id="00000000-0000-4000-8000-000000000000",
         success_event=lambda statement_id: {"status": "success", "statement_id": statement_id},
         is_durable_token=_is_durable_token,

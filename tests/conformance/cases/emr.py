@@ -125,6 +125,7 @@ CASES: list[SystemCase] = [
         xcoms_sync=frozenset({"emr_serverless_dashboard", "emr_serverless_logs"}),
         xcoms_deferrable=frozenset({"emr_serverless_dashboard", "emr_serverless_logs"}),
         submit_operations=frozenset({"StartJobRun"}),
+        window_closed_by="lookup",
         cancel_operation="CancelJobRun",
         cancel_path="/emr-serverless/CancelJobRun",
         reported_id=lambda outcome: outcome.result,

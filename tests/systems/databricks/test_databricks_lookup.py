@@ -16,7 +16,7 @@ import pytest
 import tests.conformance.systems  # noqa: F401  (import the registry first: its cases import it back)
 from airflow_durable.engine import DurableLookupError
 from airflow_durable.identity_tags import marked_jobs, task_identity
-from tests.conformance.cases.databricks import _databricks_submit
+from tests.conformance.cases.databricks import _databricks_run_now, _databricks_submit
 from tests.harness import DURABLE, TaskRunner, record_state
 
 pytestmark = pytest.mark.skipif(not DURABLE, reason="Airflow < 3.3: no durable submit, no lookup")
@@ -210,3 +210,20 @@ def test_has_more_without_a_next_page_token_fails_the_orphans_listing(databricks
     _has_more_without_a_token(databricks_emulator)
     with pytest.raises(ScanError, match="has_more without a next_page_token"):
         list_marked(parse_scan("databricks:databricks_default"))
+
+
+def test_only_the_deleted_token_answer_starts_the_next_generation(databricks_emulator):
+    """Another refusal of the resent token (a 400 of the same code, about something else) is not 'the run
+    is gone': the token is sent once more and reaches the run that still runs; no second run starts."""
+    databricks_emulator.lifecycle = RUNNING
+    runner = TaskRunner(lambda: _databricks_run_now(databricks_emulator, False))
+    runner.store.crash_when(record_state("submitted"), before=True)
+    assert runner.run_try().state == "crashed"
+    [first] = databricks_emulator.ledger.submissions()
+    databricks_emulator.faults.add(
+        path_contains="run-now",
+        status=400,
+        body={"error_code": "INVALID_PARAMETER_VALUE", "message": "Cluster spec is invalid."},
+    )
+    assert runner.run_try().state == "success"
+    assert [e.external_id for e in databricks_emulator.ledger.submissions()] == [first.external_id]

@@ -49,18 +49,32 @@ def test_batch_sql_returns_sub_statement_results_on_every_path(redshift_data_emu
 
 
 @pytest.mark.skipif(not DURABLE, reason="the token exists only on a durable runtime")
-def test_the_statement_carries_the_task_token_and_a_resubmission_gets_the_same_statement(
-    redshift_data_emulator,
-):
+def test_a_crash_window_retry_finds_the_statement_before_resending_its_token(redshift_data_emulator):
+    # ClientToken's window is not documented (it may lapse while the statement runs): the retry looks the
+    # token up by the task instance's identity and reconnects, sending nothing.
     redshift_data_emulator.lifecycle = ["FINISHED"]
     runner = TaskRunner(lambda: _redshift())
     runner.store.crash_when(record_state("submitted"), before=True)
     assert runner.run().state == "success"
     calls = redshift_data_emulator.ledger.entries
     submits = [e for e in calls if e.operation == "ExecuteStatement"]
+    assert [e.created for e in submits] == [True]
+    assert submits[0].token == runner.store.data["airflow_durable.redshift_data"]["token"]
+    assert len(submits[0].token) <= 64
+    assert redshift_data_emulator.server.requests_to("/redshift-data/ListStatements")
+
+
+@pytest.mark.skipif(not DURABLE, reason="the token exists only on a durable runtime")
+def test_without_list_permission_a_resubmission_gets_the_same_statement(redshift_data_emulator):
+    # A connection refused ListStatements resends the token, as before the lookup: the key deduplicates.
+    redshift_data_emulator.lifecycle = ["FINISHED"]
+    redshift_data_emulator.faults.add(path_contains="/redshift-data/ListStatements", status=403, times=None)
+    runner = TaskRunner(lambda: _redshift())
+    runner.store.crash_when(record_state("submitted"), before=True)
+    assert runner.run().state == "success"
+    submits = [e for e in redshift_data_emulator.ledger.entries if e.operation == "ExecuteStatement"]
     assert [e.created for e in submits] == [True, False]
     assert submits[0].token == submits[1].token == runner.store.data["airflow_durable.redshift_data"]["token"]
-    assert len(submits[0].token) <= 64
 
 
 def test_client_token_shim_passes_a_native_argument_when_the_hook_has_one():
