@@ -55,6 +55,7 @@ def _result_console() -> Console:
 
     return Console(file=_results(), highlight=False)
 
+
 FORMATS = ("text", "json")
 #: ``--format table`` was the name of ``text`` before every command had one ``--format text|json``.
 DEPRECATED_FORMATS = {"table": "text"}

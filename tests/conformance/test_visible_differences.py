@@ -22,7 +22,9 @@ from bench.scenarios import factory
 from tests.conformance.systems import SystemCase
 from tests.harness import DURABLE, TaskRunner
 
-pytestmark = pytest.mark.skipif(not DURABLE, reason="Airflow < 3.3: ours sends exactly the provider's request")
+pytestmark = pytest.mark.skipif(
+    not DURABLE, reason="Airflow < 3.3: ours sends exactly the provider's request"
+)
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "differences.md"
 #: The comment that opens the table the test reads (the rows up to the first line that is not a row).
@@ -109,6 +111,8 @@ def test_every_field_a_durable_submission_changes_is_listed_and_nothing_else(cas
             seen.setdefault(field, label)
     listed = documented().get(durable_class, set())
     unlisted = {field: mode for field, mode in seen.items() if field not in listed}
-    assert not unlisted, f"{durable_class} sends fields {PAGE.name} does not list (field: first seen): {unlisted}"
+    assert not unlisted, (
+        f"{durable_class} sends fields {PAGE.name} does not list (field: first seen): {unlisted}"
+    )
     stale = listed - set(seen)
     assert not stale, f"{PAGE.name} lists fields {durable_class} no longer changes: {sorted(stale)}"

@@ -748,7 +748,9 @@ def test_a_cached_job_of_a_task_that_may_only_submit_is_unknown_once_its_record_
 
 
 # --------------------------------------------------------------------------- machine output
-@pytest.mark.parametrize("case", [_param(c) for c in SCANNED if c.id in ("redshift_data", "dbt_cloud_run_job")])
+@pytest.mark.parametrize(
+    "case", [_param(c) for c in SCANNED if c.id in ("redshift_data", "dbt_cloud_run_job")]
+)
 def test_json_output_is_the_document_alone_while_the_provider_hooks_log(case, emulator, airflow, tmp_path):
     """A real process, as a monitoring job runs it: the provider hooks log through Airflow's structlog, whose
     default writer is stdout, so only a separate process shows whether their lines reach the document."""
@@ -760,7 +762,11 @@ def test_json_output_is_the_document_alone_while_the_provider_hooks_log(case, em
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "AIRFLOW_DURABLE_API_URL": ""}
     args = ["orphans", "--url", airflow.url, "--no-cache", "--scan", job.scan.where, "--format", "json"]
     done = subprocess.run(
-        [sys.executable, "-m", "airflow_durable.cli", *args], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "airflow_durable.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 1, done.stderr
     try:
