@@ -335,6 +335,10 @@ class DurableJobEngine:
             self.durable_failed_statuses,
         )
 
+    def durable_status_text(self, status: str) -> str:
+        """A raw status as the decision's log line shows it (default: as it is)."""
+        return status
+
     def durable_parse_id(self, value: Any) -> Any:
         """Validate a stored or reported id; `ValueError` if it is malformed."""
         return parse_id(value, self.durable_id_type, self.durable_id_name)
@@ -876,7 +880,7 @@ class DurableJobEngine:
             gen=the_plan.generation,
             token=the_plan.token.text if the_plan.token else None,
             id=the_plan.external_id,
-            status=the_plan.prior_status,
+            status=self.durable_status_text(str(the_plan.prior_status)),
         )
         self.log.info("task %s [%s]: %s", self.task_id, decision.value, message)
         return the_plan, duplicates

@@ -5,6 +5,7 @@ Typer and rich are CLI-only dependencies: nothing a worker imports reaches this 
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import logging
@@ -12,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
@@ -35,6 +36,25 @@ if TYPE_CHECKING:
     from airflow_durable.jobs.systems import Scan
 
 EXIT_OK, EXIT_ORPHANS, EXIT_ERROR = 0, 1, 2
+
+#: Where a command's result goes (`_without_library_chatter`): the process's stdout as it was when the
+#: command began, while ``sys.stdout`` itself points at stderr.
+_RESULTS: contextvars.ContextVar[TextIO | None] = contextvars.ContextVar("results", default=None)
+
+
+def _results() -> TextIO:
+    return _RESULTS.get() or sys.stdout
+
+
+def _echo(text: str) -> None:
+    typer.echo(text, file=_results())
+
+
+def _result_console() -> Console:
+    from rich.console import Console
+
+    return Console(file=_results(), highlight=False)
+
 
 FORMATS = ("text", "json")
 #: ``--format table`` was the name of ``text`` before every command had one ``--format text|json``.
@@ -266,9 +286,9 @@ def jobs(
     if live:
         _run_with_progress(err, "asking the systems", lambda p: probe(rows, p), quiet)
     if fmt == "json":
-        typer.echo(json.dumps([r.to_json() for r in rows], indent=2, default=str))
+        _echo(json.dumps([r.to_json() for r in rows], indent=2, default=str))
         return
-    _jobs_table(Console(highlight=False), rows, live)
+    _jobs_table(_result_console(), rows, live)
 
 
 def _jobs_table(console: Console, rows: Sequence[JobRow], live: bool) -> None:
@@ -408,7 +428,7 @@ def orphans(
             raise typer.Exit(EXIT_ERROR)
         if do_cancel and found:
             if fmt == "text":
-                _orphans_table(Console(highlight=False), found, len(report.unknown))
+                _orphans_table(_result_console(), found, len(report.unknown))
             if not yes:
                 if not sys.stdin.isatty():
                     raise _fail("--cancel needs --yes when stdin is not a terminal")
@@ -431,10 +451,8 @@ def orphans(
 def _print_orphans(
     fmt: str, found: Sequence[JobRow], outcomes: Sequence[CancelOutcome], report: ScanReport, quiet: bool
 ) -> None:
-    from rich.console import Console
-
     if fmt == "json":
-        typer.echo(
+        _echo(
             json.dumps(
                 {
                     "orphans": [r.to_json() for r in found],
@@ -457,11 +475,11 @@ def _print_orphans(
     elif outcomes:
         for o in outcomes:
             mark = "[green]cancelled[/]" if o.cancelled else "[red]kept[/]"
-            Console(highlight=False).print(
+            _result_console().print(
                 f"{mark} {o.row.system} {_ext(o.row.external_id)} ({_where(o.row)}): {o.message}"
             )
     elif found or not quiet:
-        _orphans_table(Console(highlight=False), found, len(report.unknown))
+        _orphans_table(_result_console(), found, len(report.unknown))
 
 
 def _where(row: JobRow) -> str:
@@ -587,12 +605,14 @@ def _audit(job_cache: JobCache | None, outcomes: Sequence[CancelOutcome]) -> Non
 
 
 def _without_library_chatter(command_fn: Any) -> Any:
-    """Run a command with library logging kept off stdout and below WARNING dropped.
+    """Run a command with its result alone on stdout: library output goes to stderr, below WARNING dropped.
 
-    httpx logs every request and the hooks every connection lookup at INFO, and Airflow 2's logging
-    writes to stdout: both would land in ``--format json`` and ``--quiet`` output. While the command
-    runs, records below WARNING are dropped and a root handler writing to stdout writes to stderr
-    instead; both come back when it returns.
+    httpx logs every request and the hooks every connection lookup at INFO. Airflow 2's logging writes to
+    stdout, and so does Airflow 3's structlog, whose loggers take ``sys.stdout`` when the hook creating them
+    is built: both would land in ``--format json`` and ``--quiet`` output. While the command runs,
+    ``sys.stdout`` is stderr (whatever a library writes or creates goes there), the result is written to
+    the real stdout (`_results`), stdlib records below WARNING are dropped and a root handler writing to
+    stdout writes to stderr instead; all of it comes back when the command returns.
     """
 
     @functools.wraps(command_fn)
@@ -601,9 +621,14 @@ def _without_library_chatter(command_fn: Any) -> Any:
         handlers, threshold = root.handlers[:], logging.root.manager.disable
         root.handlers = [_on_stderr(h) if getattr(h, "stream", None) is sys.stdout else h for h in handlers]
         logging.disable(max(threshold, logging.INFO))
+        results = sys.stdout
+        mark = _RESULTS.set(results)
+        sys.stdout = sys.stderr
         try:
             return command_fn(*args, **kwargs)
         finally:
+            sys.stdout = results
+            _RESULTS.reset(mark)
             logging.disable(threshold)
             root.handlers = handlers
 

@@ -176,6 +176,10 @@ class _DatabricksRunAdapter(DurableJobEngine):
             return None
         return dt.datetime.fromtimestamp(started / 1000, dt.UTC)
 
+    def durable_status_text(self, status: str) -> str:
+        # The composite "<life cycle>:<result>" of a run with no result yet is its life cycle alone.
+        return status.removesuffix(":")
+
     def durable_phase(self, status: str) -> JobPhase | None:
         # Composite: the whole status where it succeeded, otherwise its life cycle state decides.
         succeeded = status in self.durable_succeeded_statuses

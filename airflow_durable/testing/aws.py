@@ -92,6 +92,78 @@ def _error_body(status: int, message: str, codes: Mapping[int, str] = _ERROR_COD
     return {"__type": code, "message": message, "Message": message}
 
 
+def _service_model(service: str) -> Any:
+    """botocore's model of a service by its signing name (``None``: botocore has none)."""
+    try:
+        import botocore.session
+
+        return botocore.session.get_session().get_service_model(_MODEL_NAMES.get(service, service))
+    except Exception:
+        return None
+
+
+def model_violations(
+    model: Any, operation: str, params: Mapping[str, Any], query: Mapping[str, str]
+) -> list[str]:
+    """What AWS refuses in a call's input, by the operation's model: an integer outside its ``min``/``max``,
+    a string outside its ``enum``; each in AWS's words (``Value '500' at 'maxResults' failed to satisfy
+    constraint: ...``). Lengths and patterns are not checked. Query-string members are read from
+    ``query`` (one value per name), every other member from ``params``."""
+    try:
+        shape = model.operation_model(operation).input_shape
+    except Exception:
+        return []
+    if shape is None:
+        return []
+    found: list[str] = []
+    for name, member in shape.members.items():
+        where = member.serialization.get("location")
+        if where == "header":
+            continue
+        wire = member.serialization.get("name", name)
+        value = query.get(wire) if where == "querystring" else params.get(wire, params.get(name))
+        if value is not None:
+            _violations(member, value, name[:1].lower() + name[1:], found)
+    return found
+
+
+def _violations(shape: Any, value: Any, path: str, found: list[str]) -> None:
+    kind = shape.type_name
+    if kind in ("integer", "long"):
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            return  # botocore and the protocol parser refuse a non-number before a bound matters
+        low, high = shape.metadata.get("min"), shape.metadata.get("max")
+        if low is not None and number < low:
+            found.append(
+                f"Value '{number}' at '{path}' failed to satisfy constraint: Member must have value "
+                f"greater than or equal to {low}"
+            )
+        if high is not None and number > high:
+            found.append(
+                f"Value '{number}' at '{path}' failed to satisfy constraint: Member must have value "
+                f"less than or equal to {high}"
+            )
+    elif kind == "string" and shape.enum and isinstance(value, str) and value not in shape.enum:
+        found.append(
+            f"Value '{value}' at '{path}' failed to satisfy constraint: Member must satisfy enum value "
+            f"set: [{', '.join(shape.enum)}]"
+        )
+    elif kind == "structure" and isinstance(value, Mapping):
+        for name, member in shape.members.items():
+            if value.get(name) is not None:
+                _violations(member, value[name], f"{path}.{name[:1].lower() + name[1:]}", found)
+    elif kind == "list":
+        # A query-string list arrives as one value (`Request.query` keeps one per name).
+        items = value if isinstance(value, list) else [value]
+        for index, item in enumerate(items, 1):
+            _violations(shape.member, item, f"{path}.{index}.member", found)
+    elif kind == "map" and isinstance(value, Mapping):
+        for key, item in value.items():
+            _violations(shape.value, item, f"{path}.{key}", found)
+
+
 # --------------------------------------------------------------------------- the shared moto server
 class MotoServer:
     """A moto server on a free 127.0.0.1 port, in a thread of this process.
@@ -309,6 +381,8 @@ class AwsEmulator(ScriptedEmulator):
     cancel_operations: ClassVar[frozenset[str]] = frozenset()
     #: The request parameter the service itself honours as an idempotency token (``None``: none).
     native_token_param: ClassVar[str | None] = None
+    #: The error code of a token replayed with another request.
+    token_mismatch_code: ClassVar[str] = "IdempotentParameterMismatchException"
     #: Whether the service itself is moto's (then `start` resets moto and calls
     #: `configure_moto`); an emulator that answers its service itself starts moto only when it
     #: first forwards a call of another service.
@@ -337,6 +411,7 @@ class AwsEmulator(ScriptedEmulator):
         self._moto = moto
         self._tokens: dict[str, tuple[str, bytes, dict[str, str]]] = {}
         self._page_tokens: dict[str, _PageToken] = {}
+        self._models: dict[str, Any] = {}
         #: Seconds a native token deduplicates after its job was created (``None``: while the service
         #: holds the job). A test sets it, or calls `forget_token`, to model a lapsed token.
         self.token_window: float | None = None
@@ -653,12 +728,7 @@ class AwsEmulator(ScriptedEmulator):
     def _rest_routes(self, service: str) -> list[tuple[str, re.Pattern[str], str]]:
         if service not in self._routes_cache:
             routes: list[tuple[str, re.Pattern[str], str]] = []
-            try:
-                import botocore.session
-
-                model = botocore.session.get_session().get_service_model(_MODEL_NAMES.get(service, service))
-            except Exception:
-                model = None
+            model = _service_model(service)
             if model is not None:
                 for name in model.operation_names:
                     http = model.operation_model(name).http
@@ -686,6 +756,7 @@ class AwsEmulator(ScriptedEmulator):
             {k: v for k, v in request.path_params.items() if k not in ("service", "operation", "http_path")}
         )
         call = AwsCall(service=service, operation=operation, params=params, request=request)
+        self._refuse_what_the_model_refuses(call)
         with self._lock:
             if operation in self.status_operations:
                 for job_id in self.status_ids(call):
@@ -729,6 +800,19 @@ class AwsEmulator(ScriptedEmulator):
             elif operation in self.cancel_operations:
                 self._record_cancel(call)
             return response
+
+    def _refuse_what_the_model_refuses(self, call: AwsCall) -> None:
+        """Answer ``ValidationException`` where AWS does and moto does not: botocore checks no ``max`` and
+        no ``enum`` on the client, so an out-of-range page size or an unknown status reaches the service."""
+        if call.service not in self._models:
+            self._models[call.service] = _service_model(call.service)
+        model = self._models[call.service]
+        if model is None:
+            return
+        found = model_violations(model, call.operation, call.params, call.request.query)
+        if found:
+            count = f"{len(found)} validation error{'s' if len(found) > 1 else ''} detected: "
+            raise aws_error(400, "ValidationException", count + "; ".join(found))
 
     def _forward(self, request: Request) -> Response:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
@@ -774,6 +858,16 @@ class AwsEmulator(ScriptedEmulator):
         ):
             del self._tokens[str(token)]
             return None
+        if job is not None and json.loads(json.dumps(call.params, default=str)) != job.payload:
+            # AWS's rule for an idempotency token: the same request again gets the first answer, another
+            # request with the same token is refused (the services' models name no error; EC2 and the
+            # JSON APIs that do call it IdempotentParameterMismatch).
+            raise aws_error(
+                400,
+                self.token_mismatch_code,
+                f"{self.native_token_param} {token!r} was already used with different parameters "
+                f"(job {job_id})",
+            )
         self.ledger.record(
             self.system,
             call.operation,

@@ -90,8 +90,13 @@ def test_the_users_token_answered_by_another_runs_job_is_refused(case, emulator,
     today = runner_for(case, emulator, deferrable, **token)
     today.ti.run_id = "manual__2026-12-03"
     outcome = today.run_try()
-    assert isinstance(outcome.error, DurableForeignJobError), outcome.error
-    assert names_the_job(outcome.error, job)
+    if "IdempotentParameterMismatch" in str(outcome.error):
+        # Today's request differs from yesterday's (the task instance's identity travels in it: an EMR job
+        # run's name and tags), and AWS refuses a token replayed with another request before answering.
+        assert outcome.state == "failed", outcome.error
+    else:
+        assert isinstance(outcome.error, DurableForeignJobError), outcome.error
+        assert names_the_job(outcome.error, job)
     record = today.store.data[case.external_id_key]
     assert record["state"] == "submitting" and record.get("external_id") is None
     assert job_ids(case, emulator) == [job]

@@ -745,3 +745,32 @@ def test_a_cached_job_of_a_task_that_may_only_submit_is_unknown_once_its_record_
     assert reaped.of("cancelled") == [], [o.describe() for o in reaped.outcomes]
     (job,) = job_ids(case, emulator)
     assert str(emulator.run(job).state) != str(case.cancelled)
+
+
+# --------------------------------------------------------------------------- machine output
+@pytest.mark.parametrize(
+    "case", [_param(c) for c in SCANNED if c.id in ("redshift_data", "dbt_cloud_run_job")]
+)
+def test_json_output_is_the_document_alone_while_the_provider_hooks_log(case, emulator, airflow, tmp_path):
+    """A real process, as a monitoring job runs it: the provider hooks log through Airflow's structlog, whose
+    default writer is stdout, so only a separate process shows whether their lines reach the document."""
+    import os
+    import subprocess
+    import sys
+
+    job = Running(case, emulator)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "AIRFLOW_DURABLE_API_URL": ""}
+    args = ["orphans", "--url", airflow.url, "--no-cache", "--scan", job.scan.where, "--format", "json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_durable.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    try:
+        document = json.loads(done.stdout)  # the whole of stdout: nothing before or after the document
+    except ValueError:
+        pytest.fail(f"stdout is not one JSON document:\n{done.stdout[:3000]}")
+    assert [o["identity"] for o in document["orphans"]] == [job.identity]

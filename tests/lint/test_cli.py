@@ -236,3 +236,26 @@ def test_help_shows_the_pyproject_table_and_format_is_a_choice() -> None:
     assert "text" in result.stdout and "sarif" in result.stdout and "github" in result.stdout
     code, _, err = run("check", "corpus", "--format", "xml")
     assert code == 2 and "'xml' is not one of" in err
+
+
+def _fenced(text: str, heading: str, language: str) -> str:
+    """The first ``language`` code block after ``heading`` in a Markdown page."""
+    after = text.split(heading, 1)[1]
+    return after.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_documented_pre_commit_hook_fails_on_adr007() -> None:
+    """docs/check.md's pre-commit configuration, run as pre-commit runs it: the hook's entry from
+    .pre-commit-hooks.yaml, then the configured args, then the file names."""
+    import yaml
+
+    root = HERE.parents[1]
+    config = yaml.safe_load(_fenced((root / "docs" / "check.md").read_text(), "### pre-commit", "yaml"))
+    (hook,) = [h for repo in config["repos"] for h in repo["hooks"] if h["id"] == "airflow-durable-check"]
+    (definition,) = [
+        h for h in yaml.safe_load((root / ".pre-commit-hooks.yaml").read_text()) if h["id"] == hook["id"]
+    ]
+    program, command = definition["entry"].split()
+    assert program == "airflow-durable"
+    code, out, _ = run(command, *hook.get("args", []), "--isolated", "corpus/tp_adr007_dropins.py")
+    assert "ADR007" in out and code == 1, "the hook as documented lets ADR007 through"

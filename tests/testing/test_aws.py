@@ -368,3 +368,121 @@ def test_batch_list_jobs_token_belongs_to_its_listing(batch_emulator):
             jobQueue=batch_emulator.job_queue, jobStatus="RUNNABLE", nextToken=first["nextToken"]
         )
     assert err.value.response["Error"]["Code"] == "ClientException"
+
+
+# --------------------------------------------------------------------------- the model's bounds and enums
+def _unchecked_client(emulator: AwsEmulator) -> Any:
+    """A client that sends what it is given: botocore's own check would stop a value below a minimum
+    before it reaches the wire (it checks no maximum and no enum at all)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        {"elasticmapreduce": "emr"}.get(emulator.service, emulator.service),
+        endpoint_url=emulator.url,
+        region_name=emulator.region,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(parameter_validation=False, retries={"total_max_attempts": 1}),
+    )
+
+
+@pytest.fixture(params=["contracts-on", "contracts-off"])
+def contracts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The emulator refuses on its own, whether or not the contract checks (which refuse some of the same
+    requests first, in their own words) are on: a user's tests may run with them off."""
+    if request.param == "contracts-off":
+        from airflow_durable.testing.contracts import ENV
+
+        monkeypatch.setenv(ENV, "off")
+    return request.param
+
+
+def _refused(contracts: str, says: str, call: Any, **params: Any) -> None:
+    """``call(**params)`` answered 400 ``ValidationException``; in AWS's words (``says``) when the emulator
+    itself answered (the contract checks off)."""
+    with expect_violations(), pytest.raises(ClientError) as err:
+        call(**params)
+    error = err.value.response
+    assert error["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert error["Error"]["Code"] == "ValidationException"
+    if contracts == "contracts-off":
+        assert says in error["Error"]["Message"]
+
+
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [
+        (
+            {"MaxResults": 500},
+            "Value '500' at 'maxResults' failed to satisfy constraint: Member must have value less than or "
+            "equal to 100",
+        ),
+        (
+            {"MaxResults": -1},
+            "Value '-1' at 'maxResults' failed to satisfy constraint: Member must have value greater than or "
+            "equal to 0",
+        ),
+        (
+            {"Status": "BOGUS"},
+            "Value 'BOGUS' at 'status' failed to satisfy constraint: Member must satisfy enum value set: "
+            "[SUBMITTED, PICKED, STARTED, FINISHED, ABORTED, FAILED, ALL]",
+        ),
+    ],
+    ids=["max-results-500", "max-results-below-min", "unknown-status"],
+)
+def test_redshift_list_statements_refuses_what_the_model_bounds(
+    redshift_data_emulator, contracts, params, says
+):
+    client = _unchecked_client(redshift_data_emulator)
+    assert "Statements" in client.list_statements(MaxResults=100, Status="ALL")  # the model's bounds: served
+    _refused(contracts, says, client.list_statements, **params)
+
+
+def test_emr_serverless_list_job_runs_refuses_a_page_and_a_state_outside_the_model(
+    emr_serverless_emulator, contracts
+):
+    client = _unchecked_client(emr_serverless_emulator)
+    app = emr_serverless_emulator.application_id
+    assert client.list_job_runs(applicationId=app, maxResults=50, states=["RUNNING"])["jobRuns"] == []
+    # Query-string members, unlike Redshift Data's JSON body.
+    _refused(
+        contracts, "Value '500' at 'maxResults'", client.list_job_runs, applicationId=app, maxResults=500
+    )
+    _refused(
+        contracts,
+        "Value 'BOGUS' at 'states.1.member'",
+        client.list_job_runs,
+        applicationId=app,
+        states=["BOGUS"],
+    )
+
+
+# --------------------------------------------------------------------------- a token replayed
+def test_redshift_client_token_replayed_with_another_request_is_refused(redshift_data_emulator):
+    client = redshift_data_emulator.client(max_attempts=1)
+    sent = {"Sql": "select 1", "ClusterIdentifier": "c", "Database": "d", "ClientToken": "afd-1"}
+    first = client.execute_statement(**sent)
+    with pytest.raises(ClientError) as err:
+        client.execute_statement(**{**sent, "Sql": "select 2"})
+    assert err.value.response["Error"]["Code"] == "IdempotentParameterMismatchException"
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert client.execute_statement(**sent)["Id"] == first["Id"]  # the same request still gets its answer
+    ledger = redshift_data_emulator.ledger
+    assert [(e.token, e.created) for e in ledger] == [("afd-1", True), ("afd-1", False)]
+
+
+def test_emr_serverless_client_token_replayed_with_another_request_is_refused(emr_serverless_emulator):
+    client = emr_serverless_emulator.client(max_attempts=1)
+    sent = {
+        "applicationId": emr_serverless_emulator.application_id,
+        "clientToken": "afd-1",
+        "executionRoleArn": "arn:aws:iam::123456789012:role/emr-job",
+        "jobDriver": {"sparkSubmit": {"entryPoint": "s3://jobs/etl.py"}},
+        "name": "etl",
+    }
+    first = client.start_job_run(**sent)
+    with pytest.raises(ClientError) as err:
+        client.start_job_run(**{**sent, "name": "another"})
+    assert err.value.response["Error"]["Code"] == "IdempotentParameterMismatchException"
+    assert client.start_job_run(**sent)["jobRunId"] == first["jobRunId"]

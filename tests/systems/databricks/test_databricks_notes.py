@@ -96,3 +96,19 @@ def test_in_a_split_the_durable_submit_still_closes_the_window(databricks_emulat
     assert [o.state for o in runner.outcomes] == ["crashed", "success"]
     (run,) = durable_ledger.submissions("databricks")
     assert outcome.xcoms["run_id"] == run.external_id  # what the sensor downstream reads
+
+
+def test_the_reconnect_line_names_the_runs_life_cycle_state(databricks_emulator, caplog, capsys):
+    """The README's example line: a run with no result yet is ``RUNNING``, not the composite ``RUNNING:``
+    the engine compares."""
+    databricks_emulator.lifecycle = ["RUNNING"] * 6 + ["TERMINATED:SUCCESS"]
+    runner = TaskRunner(lambda: _databricks_submit(databricks_emulator, False))
+    runner.store.crash_when(record_state("submitted"), before=False)
+    capsys.readouterr()
+    outcome = runner.run()
+    assert [o.state for o in runner.outcomes] == ["crashed", "success"], outcome.error
+    logs = "\n".join([caplog.text, *capsys.readouterr()])  # Airflow 3: structlog on stdout
+    run_id = outcome.xcoms["run_id"]
+    decisions = [line for line in logs.splitlines() if "task job [" in line]
+    expected = f"[reconnect]: job {run_id} is still RUNNING; reconnecting without submitting"
+    assert any(expected in line for line in decisions), decisions
