@@ -105,6 +105,12 @@ def _epoch(value: Any) -> float | None:
     return float(value.timestamp())
 
 
+def _run_logs(deployment: Deployment, dag_id: str, run_ids: list[str], chars: int = 6000) -> str:
+    """The task logs of ``run_ids`` of ``dag_id`` (a failed run's own attempts, not every run's)."""
+    parts = deployment.task_logs(dag_id, chars=chars).split("----- ")
+    return "----- ".join(p for p in parts if any(f"run_id={r}" in p.split(" -----", 1)[0] for r in run_ids))
+
+
 class Harness:
     def __init__(self, dep: Deployment, dbx: DatabricksEmulator) -> None:
         self.dep, self.dbx = dep, dbx
@@ -295,7 +301,9 @@ def test_reaper_ends_the_jobs_no_process_will_end(
     assert h.ti_state("rp_tracked") == "deferred" and not h.cancel_calls("rp_tracked")
     assert h.run("rp_tracked").state == "RUNNING"
     assert not h.cancel_calls("rp_dry") and h.run("rp_dry").state == "RUNNING"
-    assert all(r["state"] == "success" for r in h.reaper_runs() if r["state"] in ("success", "failed"))
+    failed_runs = [r for r in h.reaper_runs() if r["state"] == "failed"]
+    failed_logs = _run_logs(deployment, "rp_reaper", [r["run_id"] for r in failed_runs])
+    assert not failed_runs, (failed_runs, failed_logs)
     numbers["rp_reaper_runs"] = len(h.reaper_runs())
 
     # --- 4. dry run, an unreadable Airflow, a failing cancel, then the cancel ------------------------------
