@@ -193,7 +193,7 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
         @rule()
         def settle_again(self) -> None:
             """The same as ``settle``."""
-            self._do("settle", "time passes", self._settle)
+            self._do("settle", "settle: the machinery runs a while (the clock stands)", self._settle)
 
         # -------------------------------------------------------------- grouped transitions
         def _group(self, group: str, data: Any) -> None:
@@ -242,7 +242,7 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
         def settle(self) -> None:
             """Nobody acts for a while: the machinery runs (schedule, heartbeats, triggerers, every actor a
             few calls)."""
-            self._do("settle", "time passes", self._settle)
+            self._do("settle", "settle: the machinery runs a while (the clock stands)", self._settle)
 
         def _settle(self) -> None:
             world = self.world
