@@ -237,3 +237,30 @@ def test_execution_timeout_cancels_the_job(case, emulator, deferrable):
     assert reached.is_set()
     (job,) = job_ids(case, emulator)
     assert cancelled(case, emulator, job)
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_execution_timeout_while_a_submissions_answer_is_out_ends_its_job(case, emulator, deferrable):
+    """``execution_timeout`` runs out while the submission is out: the service made the job, and its answer
+    has not come (a 5xx follows: it is lost). on_kill holds no id; it finds the job by the token the record
+    keeps (a lookup, or a resend of the token where the system's key hands its job back and nothing lists it:
+    Databricks run-now) and ends it. No retry is left, so nothing else would."""
+    from airflow.sdk.exceptions import AirflowTaskTimeout
+    from airflow.sdk.execution_time.task_runner import _run_execute_callable
+
+    _skip_without_cancel_on_kill(case, emulator, deferrable)
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = TaskRunner(lambda: case.make(emulator, deferrable), retries=0)
+    # The answer comes after the timeout; the submit reaches the service well before it (a first call in
+    # the process imports and connects for a second or more).
+    emulator.faults.add(
+        status=case.transient_status, latency=8.0, after=True, times=1, predicate=case.is_submit
+    )
+    operator, context = runner.start_try()
+    operator.execution_timeout = dt.timedelta(seconds=4)
+    with pytest.raises(AirflowTaskTimeout):
+        _run_execute_callable(context, operator.execute, operator)
+    jobs = job_ids(case, emulator)
+    assert jobs, "the submission made no job"
+    running = [job for job in jobs if not cancelled(case, emulator, job)]
+    assert running == [], "a job runs on after the timeout"
