@@ -518,6 +518,13 @@ class DurableJobEngine:
         external_id = self._durable_external_id
         sending = None if self._durable_recorded else self._durable_sending
         if self._durable_store is None:
+            if self._durable_context is None:
+                # Before execute began (the task runner installs its SIGTERM handler before it clears the
+                # try's XComs): no job is held, and only once execute has its store can the try ask why it
+                # stops. A shutdown must not fail the try, so execute decides (`_durable_begin`). The
+                # provider's on_kill is not called: it holds nothing yet (Batch's raises on its None job id).
+                self.__dict__["_durable_stop_pending"] = True
+                return
             self.__dict__["_durable_killed"] = True
             if external_id is None:
                 super().on_kill()  # type: ignore[misc]
@@ -809,6 +816,16 @@ class DurableJobEngine:
         self._durable_deadline = self._execution_deadline(context)
         # Asked once, when the try begins: on_kill runs in a signal handler, where an import may block.
         self._durable_clear_keeps = shims.clear_discards_task_state()
+        if self.__dict__.pop("_durable_stop_pending", False):
+            stop, _ = self._stop_reason()
+            if stop.ends_job:
+                self.__dict__["_durable_killed"] = True
+            self.log.info(
+                "task %s: a SIGTERM came before the try began (%s): %s",
+                self.task_id,
+                stop.value,
+                "submitting nothing" if stop.ends_job else "going on",
+            )
         return store
 
     def _me(self) -> TryIdentity:

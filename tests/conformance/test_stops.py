@@ -167,6 +167,33 @@ def test_a_shutdown_before_the_first_write_lets_the_try_go_on(case, emulator):
     assert runner.store.data[case.external_id_key]["state"] == "done"
 
 
+def test_a_shutdown_before_execute_began_lets_the_try_go_on(case, emulator):
+    """The SIGTERM of a worker's shutdown lands before ``execute`` (Airflow's task runner installs its
+    handler, then clears the try's XComs): Airflow shows the try running, so it goes on, submits, waits and
+    succeeds. It failed "told to stop" before (make explore, EMR steps)."""
+    emulator.lifecycle = case.lifecycle(active_reads=3)
+    runner = runner_for(case, emulator, False)
+    operator, context = runner.start_try()
+    operator.on_kill()
+    operator.execute(context)
+    assert len(job_ids(case, emulator)) == 1
+    assert runner.store.data[case.external_id_key]["state"] == "done"
+
+
+def test_a_mark_before_execute_began_submits_nothing(case, emulator):
+    """The user marks the task before ``execute`` began: the SIGTERM's on_kill holds nothing, and the try,
+    once it can ask why it stops, submits nothing."""
+    from airflow_durable.engine import DurableError
+
+    runner = runner_for(case, emulator, False)
+    operator, context = runner.start_try()
+    runner.ti.state = "failed"
+    operator.on_kill()
+    with pytest.raises(DurableError, match="told to stop"):
+        operator.execute(context)
+    assert job_ids(case, emulator) == []
+
+
 # --------------------------------------------------------------------------- stops that end the job
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_a_users_mark_cancels_the_tracked_job_and_keeps_the_record(case, emulator, deferrable):
