@@ -376,6 +376,14 @@ class DurableJobEngine:
     def durable_find(self, identity: str, context: Context | None = None) -> list[FoundJob]:
         raise NotImplementedError(f"{type(self).__name__} declares no lookup of its jobs by task instance")
 
+    def durable_resend(self, token: DurableToken) -> Any:
+        """Send this try's submission with ``token`` again, exactly as it went out and without its side
+        effects (no cancel_previous_runs), and return the job id the system answers: its idempotency key
+        hands back the job the token made. Only where nothing lists a token's job (`_looks_tokens_up`
+        False) and the key is native: a stopped try resolves a lost answer's job this way. Raise
+        `NotImplementedError` where this try sent no such submission."""
+        raise NotImplementedError(f"{type(self).__name__} cannot resend a submission")
+
     def durable_waits(self) -> bool:
         """Whether the provider operator waits for the job, or only submits it (its wait flag is off)."""
         flag = self.durable_wait_flag
@@ -510,6 +518,13 @@ class DurableJobEngine:
         external_id = self._durable_external_id
         sending = None if self._durable_recorded else self._durable_sending
         if self._durable_store is None:
+            if self._durable_context is None:
+                # Before execute began (the task runner installs its SIGTERM handler before it clears the
+                # try's XComs): no job is held, and only once execute has its store can the try ask why it
+                # stops. A shutdown must not fail the try, so execute decides (`_durable_begin`). The
+                # provider's on_kill is not called: it holds nothing yet (Batch's raises on its None job id).
+                self.__dict__["_durable_stop_pending"] = True
+                return
             self.__dict__["_durable_killed"] = True
             if external_id is None:
                 super().on_kill()  # type: ignore[misc]
@@ -801,6 +816,16 @@ class DurableJobEngine:
         self._durable_deadline = self._execution_deadline(context)
         # Asked once, when the try begins: on_kill runs in a signal handler, where an import may block.
         self._durable_clear_keeps = shims.clear_discards_task_state()
+        if self.__dict__.pop("_durable_stop_pending", False):
+            stop, _ = self._stop_reason()
+            if stop.ends_job:
+                self.__dict__["_durable_killed"] = True
+            self.log.info(
+                "task %s: a SIGTERM came before the try began (%s): %s",
+                self.task_id,
+                stop.value,
+                "submitting nothing" if stop.ends_job else "going on",
+            )
         return store
 
     def _me(self) -> TryIdentity:
@@ -1587,7 +1612,9 @@ class DurableJobEngine:
         stored: end ``held`` (what the submit returned, if anything) and, with ``look_up``, every other job
         the token names, where this try may (`may_cancel`). Never raises: the try ends either way."""
         look_up = look_up and self._looks_tokens_up()
-        if held is None and not look_up:
+        # Nothing lists the token's job, but the system's key hands it back to a resend of the same token.
+        resend = held is None and not look_up and self._resends_token()
+        if held is None and not look_up and not resend:
             self.log.warning(
                 "task %s: %s: a job its submission made is known only by token %s, which %s cannot look up; "
                 "the record keeps the token",
@@ -1607,19 +1634,21 @@ class DurableJobEngine:
                 token.text,
             )
             return
-        if look_up and knowledge.read is not Read.OK:
+        if (look_up or resend) and knowledge.read is not Read.OK:
             # No record to read: the verdict on what the lookup finds does not depend on the job. Ask first.
             verdict = self._may_cancel(None, recorded=False, origin=Origin.RESENT, knowledge=knowledge)
             if not verdict.allowed:
                 self.log.warning(
                     "task %s: %s: not looking token %s up: %s", self.task_id, why, token.text, verdict.reason
                 )
-                look_up = False
+                look_up = resend = False
         jobs: list[Any] = [held] if held is not None else []
         found: list[Any] | None = None
         if look_up:
             found = self._listed_by_token(token, why)
             jobs += [job for job in found if not any(_same(job, known) for known in jobs)]
+        if resend:
+            jobs += self._resent_for_its_job(token, why)
         if not jobs:
             self.log.info("task %s: %s: no job carries token %s", self.task_id, why, token.text)
         for job in jobs:
@@ -1646,6 +1675,33 @@ class DurableJobEngine:
                 )
                 continue
             self._cancel_quietly(job, f"{why} ({verdict.reason})")
+
+    def _resends_token(self) -> bool:
+        """Whether a resend of a token returns the job it made (a native key: `durable_resend`)."""
+        return (
+            not self.durable_converge_after_submit
+            and type(self).durable_resend is not DurableJobEngine.durable_resend
+        )
+
+    def _resent_for_its_job(self, token: DurableToken, why: str) -> list[Any]:
+        """The job ``token`` names, as a resend of it answers (`durable_resend`); ``[]`` (logged) if the
+        resend fails: the record keeps the token. A resend whose first send never reached the system makes
+        the job here, which the caller ends like the one it stands for."""
+        try:
+            job = self.durable_resend(token)
+        except Exception as err:
+            self.log.error(
+                "task %s: %s: sending token %s again to learn its job failed (%s: %s); a job it made may run "
+                "on, named by that token in the record",
+                self.task_id,
+                why,
+                token.text,
+                type(err).__name__,
+                err,
+            )
+            return []
+        self.log.info("task %s: %s: token %s names job %s (sent again)", self.task_id, why, token.text, job)
+        return [job]
 
     def _listed_by_token(self, token: DurableToken, why: str) -> list[Any]:
         """`_jobs_of_token`, earliest first; ``[]`` (logged) if the lookup fails: the record keeps it."""

@@ -143,9 +143,18 @@ class _DatabricksRunAdapter(DurableJobEngine):
             None,
             token.text,
         )
+        # What went out, for durable_resend (built once: building runs cancel_previous_runs).
+        self.__dict__["_durable_sent"] = (token.text if token is not None else None, dict(payload))
         # Set run_id the moment the run exists, as the provider does, so on_kill can cancel it.
         self.run_id = self._start_run(payload)
         return self.run_id
+
+    def durable_resend(self, token: DurableToken) -> int:
+        sent_token, payload = self.__dict__.get("_durable_sent") or (None, {})
+        # Only a run the engine's own token names: a token of the user's own may name another DAG run's.
+        if sent_token != token.text or payload.get("idempotency_token") != token.text:
+            raise NotImplementedError(f"task {self.task_id} sent no run-now with token {token.text}")
+        return self._start_run(dict(payload))
 
     def durable_status(self, external_id: int, context: Context) -> str:
         try:

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from airflow_durable import catalogue
 from airflow_durable.engine import RECORD_SCHEMA, RECORD_SCHEMA_V1, DurableStateError
 from tests.conformance.systems import PATHS, SystemCase, job_ids, runner_for
 from tests.harness import DURABLE, TaskRunner, record_state
@@ -298,9 +297,6 @@ def test_a_mark_while_a_lost_answer_is_resent_ends_every_job_of_its_token(
     operator = case.make(emulator, deferrable)
     if not getattr(operator, "cancel_on_kill", True):
         pytest.skip(f"{case.id} leaves jobs running on kill by default (cancel_on_kill=False)")
-    row = catalogue.LOOKUPS.get(case.external_id_key)
-    if sigterm_during == "submit" and row is not None and not row.implemented:
-        pytest.skip(f"{case.id}: no lookup ({row.reason}); a stopped try does not resend the token")
     emulator.lifecycle = case.lifecycle(active_reads=40)
     runner = TaskRunner(lambda: case.make(emulator, deferrable), retries=0)
     late = 3.0  # the in-flight answer comes this late: on_kill runs meanwhile

@@ -167,6 +167,33 @@ def test_a_shutdown_before_the_first_write_lets_the_try_go_on(case, emulator):
     assert runner.store.data[case.external_id_key]["state"] == "done"
 
 
+def test_a_shutdown_before_execute_began_lets_the_try_go_on(case, emulator):
+    """The SIGTERM of a worker's shutdown lands before ``execute`` (Airflow's task runner installs its
+    handler, then clears the try's XComs): Airflow shows the try running, so it goes on, submits, waits and
+    succeeds. It failed "told to stop" before (make explore, EMR steps)."""
+    emulator.lifecycle = case.lifecycle(active_reads=3)
+    runner = runner_for(case, emulator, False)
+    operator, context = runner.start_try()
+    operator.on_kill()
+    operator.execute(context)
+    assert len(job_ids(case, emulator)) == 1
+    assert runner.store.data[case.external_id_key]["state"] == "done"
+
+
+def test_a_mark_before_execute_began_submits_nothing(case, emulator):
+    """The user marks the task before ``execute`` began: the SIGTERM's on_kill holds nothing, and the try,
+    once it can ask why it stops, submits nothing."""
+    from airflow_durable.engine import DurableError
+
+    runner = runner_for(case, emulator, False)
+    operator, context = runner.start_try()
+    runner.ti.state = "failed"
+    operator.on_kill()
+    with pytest.raises(DurableError, match="told to stop"):
+        operator.execute(context)
+    assert job_ids(case, emulator) == []
+
+
 # --------------------------------------------------------------------------- stops that end the job
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_a_users_mark_cancels_the_tracked_job_and_keeps_the_record(case, emulator, deferrable):
@@ -237,3 +264,30 @@ def test_execution_timeout_cancels_the_job(case, emulator, deferrable):
     assert reached.is_set()
     (job,) = job_ids(case, emulator)
     assert cancelled(case, emulator, job)
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_execution_timeout_while_a_submissions_answer_is_out_ends_its_job(case, emulator, deferrable):
+    """``execution_timeout`` runs out while the submission is out: the service made the job, and its answer
+    has not come (a 5xx follows: it is lost). on_kill holds no id; it finds the job by the token the record
+    keeps (a lookup, or a resend of the token where the system's key hands its job back and nothing lists it:
+    Databricks run-now) and ends it. No retry is left, so nothing else would."""
+    from airflow.sdk.exceptions import AirflowTaskTimeout
+    from airflow.sdk.execution_time.task_runner import _run_execute_callable
+
+    _skip_without_cancel_on_kill(case, emulator, deferrable)
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = TaskRunner(lambda: case.make(emulator, deferrable), retries=0)
+    # The answer comes after the timeout; the submit reaches the service well before it (a first call in
+    # the process imports and connects for a second or more).
+    emulator.faults.add(
+        status=case.transient_status, latency=8.0, after=True, times=1, predicate=case.is_submit
+    )
+    operator, context = runner.start_try()
+    operator.execution_timeout = dt.timedelta(seconds=4)
+    with pytest.raises(AirflowTaskTimeout):
+        _run_execute_callable(context, operator.execute, operator)
+    jobs = job_ids(case, emulator)
+    assert jobs, "the submission made no job"
+    running = [job for job in jobs if not cancelled(case, emulator, job)]
+    assert running == [], "a job runs on after the timeout"

@@ -50,7 +50,12 @@ class TaskInstanceRow:
     next_method: str | None = None
     next_kwargs: dict[str, Any] | None = None
     trigger_id: int | None = None
-    trigger_timeout: bool = False  # whether the deferral has a timeout at all (the model has no clock)
+    #: When the deferral times out (``ti_update_state``: ``timezone.utcnow() + trigger_timeout``), on the
+    #: model's clock; ``None``: the deferral has no timeout.
+    trigger_timeout: dt.datetime | None = None
+    #: ``next_retry_datetime()`` of an UP_FOR_RETRY task instance (``end_date + retry_delay``): the
+    #: scheduler's ``NotInRetryPeriodDep`` holds it back until then.
+    retry_at: dt.datetime | None = None
     start_date: dt.datetime | None = None
     #: The process running it (ti_run records hostname + pid; ti_heartbeat compares them).
     pid: int | None = None

@@ -43,6 +43,9 @@ class Park:
     released: bool = False
     refused: bool = False  # the actor died while parked here: the call must have no effect
     abandoned: bool = False
+    #: Raised in the actor where it parked, instead of making the call (a signal handler's exception:
+    #: `Coop.interrupt`).
+    interrupt: BaseException | None = None
     #: For a park awaited on an event loop (`Coop.park_async`): wakes the coroutine.
     wake: Callable[[], Any] | None = None
 
@@ -167,6 +170,23 @@ class Coop:
 
         self._run(actor, draining=True, kick=release)
 
+    def interrupt(self, actor: Actor, error: BaseException) -> None:
+        """A signal handler raises ``error`` in the parked actor (SIGALRM's ``AirflowTaskTimeout``): the call
+        it is parked at never takes effect, and ``error`` comes out where the actor waits for it. A channel
+        call parks on the actor's own thread and raises it there; a request parks in the server thread, so
+        it is refused and ``error`` is raised asynchronously in the actor's thread, which is blocked in the
+        client's socket read and meets it at its next bytecode, as a signal's exception does."""
+        park = actor.parked
+        if park is None:
+            raise ModelError(f"{actor.name} is not parked")
+        if park.kind == "http":
+            assert actor.thread is not None
+            _async_raise(actor.thread, type(error))
+            self._run(actor, kick=lambda: park.release(refused=True))
+            return
+        park.interrupt = error
+        self._run(actor, kick=park.release)
+
     def _run(self, actor: Actor, draining: bool = False, kick: Callable[[], Any] | None = None) -> None:
         with self._cond:
             self.current = actor
@@ -231,7 +251,9 @@ class Coop:
             self._cond.wait_for(lambda: park.released)
             if not park.abandoned:
                 actor._go = True
-            return park
+        if park.interrupt is not None:
+            raise park.interrupt
+        return park
 
 
 async def park_async(coop: Coop, kind: str, detail: str) -> Park:
@@ -247,7 +269,9 @@ async def park_async(coop: Coop, kind: str, detail: str) -> Park:
             if not future.done():
                 future.set_result(None)
 
-        loop.call_soon_threadsafe(resolve)
+        # The loop closed: the trigger ended while parked here (its triggerer killed it), nothing to wake.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(resolve)
 
     with coop._cond:
         actor = coop.current

@@ -67,9 +67,18 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
             retries=st.integers(0, 2),
             trigger_ids=st.sampled_from(["sqlite", "postgres"]),
             clear_on_success=st.booleans(),
+            execution_timeout=st.sampled_from(EXECUTION_TIMEOUTS),
+            retry_delay=st.sampled_from(RETRY_DELAYS),
         )
         def setup(
-            self, case_index: int, deferrable: bool, retries: int, trigger_ids: str, clear_on_success: bool
+            self,
+            case_index: int,
+            deferrable: bool,
+            retries: int,
+            trigger_ids: str,
+            clear_on_success: bool,
+            execution_timeout: float | None,
+            retry_delay: float,
         ) -> None:
             host.reset()
             case = cases[case_index]
@@ -80,10 +89,13 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
                 retries=retries,
                 trigger_ids=trigger_ids,
                 clear_on_success=clear_on_success,
+                execution_timeout=execution_timeout,
+                retry_delay=retry_delay,
             ).__enter__()
             self.world.log.append(
                 f"  {case.id} {'deferrable' if deferrable else 'sync'}, retries={retries}, "
-                f"{trigger_ids} trigger ids{', clear_on_success' if clear_on_success else ''}"
+                f"{trigger_ids} trigger ids{', clear_on_success' if clear_on_success else ''}, "
+                f"execution_timeout={execution_timeout}, retry_delay={retry_delay:g}"
             )
 
         def teardown(self) -> None:
@@ -129,6 +141,7 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
             lambda self: (
                 self.world.db.ti is not None
                 and self.world.db.ti.state in (af.NONE, af.UP_FOR_RETRY, af.SCHEDULED, af.QUEUED)
+                and self.world.retry_due()
             )
         )
         @rule()
@@ -180,7 +193,7 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
         @rule()
         def settle_again(self) -> None:
             """The same as ``settle``."""
-            self._do("settle", "time passes", self._settle)
+            self._do("settle", "settle: the machinery runs a while (the clock stands)", self._settle)
 
         # -------------------------------------------------------------- grouped transitions
         def _group(self, group: str, data: Any) -> None:
@@ -219,11 +232,17 @@ def machine_for(family: str, host: EmulatorHost, raise_gated: Callable[[str], bo
             (a rule of its own: a try is alive for few steps, and these stops only matter then)."""
             self._group("stop", data)
 
+        @rule(seconds=st.sampled_from(CLOCK_STEPS))
+        def time_passes(self, seconds: float) -> None:
+            """The clock moves on: a running try's execution_timeout may run out (SIGALRM), a deferral's
+            timeout and an up-for-retry task instance's retry delay may come due."""
+            self._do("time_passes", f"{seconds:g} s pass", lambda: self.world.time_passes(seconds))
+
         @rule()
         def settle(self) -> None:
             """Nobody acts for a while: the machinery runs (schedule, heartbeats, triggerers, every actor a
             few calls)."""
-            self._do("settle", "time passes", self._settle)
+            self._do("settle", "settle: the machinery runs a while (the clock stands)", self._settle)
 
         def _settle(self) -> None:
             world = self.world
@@ -286,6 +305,13 @@ def _escalable(p: Any) -> bool:
     supervisor is itself stopping (the grace period decides its end: `grace_expires`)."""
     return p.sigterm and not p.doomed
 
+
+#: ``execution_timeout`` of the task (seconds; ``None``: none), ``retry_delay`` (Airflow's default is 300 s),
+#: and the steps the clock takes (`World.time_passes`): a step or two reach a deadline, so the search meets
+#: the timeouts without many clock rules.
+EXECUTION_TIMEOUTS: list[float | None] = [None, 600.0, 3600.0]
+RETRY_DELAYS: list[float] = [0.0, 300.0]
+CLOCK_STEPS: list[float] = [30.0, 300.0, 900.0, 3600.0]
 
 #: ``reset_dag_runs`` of the REST clear: true by default (the UI), false now and then.
 _RESET = st.sampled_from([True, True, True, False])
@@ -364,7 +390,7 @@ TRANSITIONS_TABLE: list[Transition] = [
     Transition(
         "trigger_timeout",
         "airflow",
-        lambda w: _ti_state(w) == af.DEFERRED and w.db.ti is not None and w.db.ti.trigger_timeout,
+        lambda w: w.trigger_due(),
         lambda w, _: w.trigger_timeout(),
         lambda w, _: "scheduler: the deferral timed out",
     ),
@@ -534,6 +560,16 @@ TRANSITIONS_TABLE: list[Transition] = [
         st.sampled_from(["status", "cancel", "submit"]),
     ),
     Transition(
+        # A system's deduplication window for a job's tokens passes while the job still runs (hours on the
+        # systems that have one): a resend of the token is a new submission.
+        "token_window_lapses",
+        "chaos",
+        lambda w: bool(_lapsable(w)),
+        lambda w, i: w.token_window_lapses(_pick(_lapsable(w), i)),
+        lambda w, i: f"the system's token window passes for job {_pick(_lapsable(w), i).ledger_id}",
+        st.integers(0, 3),
+    ),
+    Transition(
         "store_fault",
         "chaos",
         lambda w: True,
@@ -542,6 +578,10 @@ TRANSITIONS_TABLE: list[Transition] = [
         st.sampled_from(["get", "set"]),
     ),
 ]
+
+
+def _lapsable(world: World) -> list[Any]:
+    return [j for j in world.jobs.values() if j.native_token and world.active(j)]
 
 
 def _triggerer_health(world: World, name: str, healthy: bool) -> None:

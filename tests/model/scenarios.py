@@ -10,6 +10,7 @@ lists (and while it lists the scenario's key, the scenario must still show it).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -994,21 +995,36 @@ def mark_then_clear_then_a_new_try_while_a_lost_answer_is_resent(world: World) -
 
 #: name → (scenario, requirements on the world: deferrable / retries / trigger_ids).
 def deferral_timeout_then_retry(world: World) -> str | None:
-    """Try 1 defers and its trigger polls; the deferral times out (``check_trigger_timeouts``); the resumed
-    try fails with ``TaskDeferralTimeout`` and the task is up for retry; the triggerer cancels the trigger
-    with the user-action message, past its ``timeout_after`` (``run_trigger``: no ``on_kill``); try 2
-    reconnects to job 1. Found by ``make explore`` on EMR Serverless: the provider trigger's own pre-3.3
-    cancel path (``EmrServerlessStartJobTrigger.run``: no user-action message reached it, the task was not
-    deferred) cancelled job 1 under try 2."""
+    """Try 1 (``execution_timeout`` an hour) defers and its trigger polls; the clock passes the deferral's
+    timeout (the provider's own wait limit, or the execution deadline the engine caps every deferral at);
+    the scheduler times the deferral out (``check_trigger_timeouts``); the resumed try fails with
+    ``TaskDeferralTimeout`` and the task is up for retry; the triggerer cancels the trigger with the
+    user-action message, past its ``timeout_after`` (``run_trigger``: no ``on_kill``); try 2 starts. If the
+    execution deadline ran out, the resumed try ended job 1 and try 2 submits a new one; if the provider's
+    limit did, job 1 is left running and try 2 reconnects to it. Found by ``make explore`` on EMR
+    Serverless: the provider trigger's own pre-3.3 cancel path (``EmrServerlessStartJobTrigger.run``: no
+    user-action message reached it, the task was not deferred) cancelled job 1 under try 2.
+
+    ``world.notes["deferral_timeout"]`` says which limit ran out (``"execution_timeout"``, ``"provider"``)."""
     p1 = start(world)
     until_exit(world, p1)
-    if world.db.ti is None or not world.db.ti.trigger_timeout:
-        return None  # this operator defers without a timeout: nothing times out
+    ti = world.db.ti
+    assert ti is not None and ti.state == af.DEFERRED, "try 1 did not defer\n" + "\n".join(world.log)
+    assert ti.trigger_timeout is not None, "the deferral has no timeout\n" + "\n".join(world.log)
+    deadline = ti.start_date + world.execution_timeout if world.execution_timeout is not None else None
+    world.notes["deferral_timeout"] = (
+        "execution_timeout"
+        if deadline is not None and ti.trigger_timeout >= deadline - dt.timedelta(seconds=2)
+        else "provider"
+    )
     sync_all(world)
     (instance,) = [i for i in world.instances if i.row.serial == 1]
     if instance.actor is not None and instance.actor in world.steppable():
         act(world, "advance", f"{instance.name} polls", lambda: world.advance(instance.actor, 2))
-    act(world, "trigger_timeout", "scheduler: the deferral timed out", world.trigger_timeout)
+    wait = (ti.trigger_timeout - world.now()).total_seconds() + 1
+    act(world, "time_passes", f"{wait:.0f} s pass", lambda: world.time_passes(wait))
+    timed_out = act(world, "trigger_timeout", "scheduler: the deferral timed out", world.trigger_timeout)
+    assert timed_out, "the deferral did not time out\n" + "\n".join(world.log)
     resumed = start(world)
     until_exit(world, resumed)
     assert world.db.ti is not None and world.db.ti.state == af.UP_FOR_RETRY, world.log
@@ -1075,7 +1091,10 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
         clear_takes_away_the_evidence_of_a_recreated_run,
         {"deferrable": True, "retries": 0},
     ),
-    "deferral_timeout_then_retry": (deferral_timeout_then_retry, {"deferrable": True, "retries": 1}),
+    "deferral_timeout_then_retry": (
+        deferral_timeout_then_retry,
+        {"deferrable": True, "retries": 1, "execution_timeout": 3600.0},
+    ),
     "clear_of_deferred_reaches_new_deferral": (
         clear_of_deferred_reaches_new_deferral,
         {"deferrable": True, "trigger_ids": "sqlite", "retries": 0},

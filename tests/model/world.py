@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import importlib
 import itertools
 import json
 import logging
 import sys
 import threading
+import time as _time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,6 +64,15 @@ log = logging.getLogger(__name__)
 
 COMMS_KINDS = frozenset(
     {"store_get", "store_set", "store_delete", "task_states", "xcom_set", "xcom_get", "xcom_delete"}
+)
+#: The emulator modules whose ``time.time`` is the model's clock (`World._install_clock`).
+_EMULATOR_CLOCKS = (
+    "airflow_durable.testing._core",
+    "airflow_durable.testing._http",
+    "airflow_durable.testing.aws",
+    "airflow_durable.testing.databricks",
+    "airflow_durable.testing.redshift_data",
+    "airflow_durable.testing.snowflake",
 )
 _USER_ACTION = "__airflow_user_action__"  # airflow.jobs.triggerer_job_runner._USER_ACTION_CANCEL_MSG
 _SHUTDOWN = "model: triggerer killed"
@@ -112,6 +123,15 @@ class Process:
     doomed: bool = False
     #: The task-instance id a scheduler's reset gave its task instance while this try lived (``None``: none).
     reset_to: uuid.UUID | None = None
+    #: When SIGALRM fires (``timeout(execution_timeout)`` armed around ``execute`` / ``resume_execution`` as
+    #: the process starts: ``_run_execute_callable``), on the model's clock; ``None``: no execution_timeout.
+    alarm_at: dt.datetime | None = None
+    #: Inside ``_run_execute_callable``'s ``with timeout(...)``: the alarm can fire.
+    armed: bool = False
+    #: The alarm fired: AirflowTaskTimeout raised in the main thread, which runs ``on_kill`` and fails.
+    timed_out: bool = False
+    #: When the alarm fired, the try was the owner (current id, RUNNING, its logical job current).
+    timed_out_owning: bool = False
     xcoms: dict[str, Any] = field(default_factory=dict)
     store_faults_hit: int = 0
     writes: int = 0  # successful task-state-store writes
@@ -191,6 +211,8 @@ class Job:
     answer_lost: bool = False  # the submission took effect but its answer never reached the try
     #: The airflow-durable tokens its submission carried (the ledger's token, and any in its payload).
     tokens: frozenset[str] = frozenset()
+    #: The token the system deduplicates its submission by (``None``: the system has none, or it lapsed).
+    native_token: str | None = None
     #: (run incarnation, try number) of the try the model last expected to find it by a lookup.
     awaited_by: tuple[int, int] | None = None
     #: The live actors that knew it when its record went (who could still have ended it).
@@ -222,8 +244,21 @@ class World:
         retries: int,
         trigger_ids: str = "sqlite",
         clear_on_success: bool = False,
+        execution_timeout: float | None = None,
+        retry_delay: float = 0.0,
     ) -> None:
         self.host = host
+        #: The model's clock is the real one plus ``offset``; only `time_passes` moves the offset. The engine
+        #: and the HTTP emulators read it (`_install_clock`), so deadlines, intent times and the systems'
+        #: creation times stay on one clock.
+        self.offset = dt.timedelta(0)
+        self.execution_timeout = (
+            dt.timedelta(seconds=execution_timeout) if execution_timeout is not None else None
+        )
+        self.retry_delay = dt.timedelta(seconds=retry_delay)
+        self._clock_saved: list[tuple[Any, str, Any]] = []
+        #: What a scenario learned that its test checks (e.g. which limit timed a deferral out).
+        self.notes: dict[str, Any] = {}
         self.emulator = host.emulator
         self.case = case
         self.deferrable = deferrable
@@ -253,6 +288,7 @@ class World:
         #: The operator as the DAG declares it (what a coming try will run): its record key, whether it
         #: waits, whether its system can list a task instance's jobs (issue 23's lookup).
         self._declared = case.make(self.emulator, deferrable, retries=retries)
+        self._declared.execution_timeout = self.execution_timeout
         self._awaited: tuple[int, int] | None = None  # set by `coming_try`
         self.emulator.lifecycle = [case.initial, case.running]
         host.gate = self._gate_http
@@ -268,7 +304,89 @@ class World:
         task_runner.SUPERVISOR_COMMS = self.comms
         self._saved_sleep = asyncio.sleep
         asyncio.sleep = self._sleep_gate  # type: ignore[assignment]
+        self._install_clock()
         return self
+
+    # ------------------------------------------------------------------ the clock
+    def now(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC) + self.offset
+
+    def _install_clock(self) -> None:
+        """Point the engine's clock (``mixin._utcnow``, its only read of the time) and the HTTP emulators'
+        (their modules' ``time.time``: creation times, token windows, list lags) at the model's. Only clock
+        reads are replaced; the engine decides on what it reads, as it would at that time."""
+        import types
+
+        from airflow_durable.engine import mixin
+
+        world = self
+
+        def utcnow() -> dt.datetime:
+            return world.now()
+
+        shifted = types.SimpleNamespace(
+            **{name: getattr(_time, name) for name in dir(_time) if not name.startswith("__")}
+        )
+        shifted.time = lambda: _time.time() + world.offset.total_seconds()
+        self._clock_saved = [(mixin, "_utcnow", mixin._utcnow)]
+        mixin._utcnow = utcnow
+        for name in _EMULATOR_CLOCKS:
+            module = sys.modules.get(name)
+            if module is not None and getattr(module, "time", None) is _time:
+                self._clock_saved.append((module, "time", _time))
+                module.time = shifted  # type: ignore[attr-defined]
+
+    def _remove_clock(self) -> None:
+        for module, name, value in reversed(self._clock_saved):
+            setattr(module, name, value)
+        self._clock_saved = []
+
+    def time_passes(self, seconds: float) -> list[Process]:
+        """The model's clock moves on by ``seconds``. Whatever depends on it comes due: a try's SIGALRM
+        (``execution_timeout``: `_alarm`), the deferral's ``trigger_timeout`` (the `trigger_timeout`
+        transition becomes possible), an up-for-retry task instance's retry delay (`queue`). Returns the
+        processes whose alarm fired."""
+        self.offset += dt.timedelta(seconds=seconds)
+        self.log.append(f"    clock: +{seconds:g} s (model time {self.offset.total_seconds():g} s in)")
+        fired = []
+        for process in list(self.processes):
+            if self._alarm_due(process):
+                self._alarm(process)
+                fired.append(process)
+        return fired
+
+    def _alarm_due(self, process: Process) -> bool:
+        """SIGALRM reaches the main thread: armed, due, the process alive and running (a frozen one gets it
+        when it thaws), and not inside its SIGTERM handler (the model does not interrupt ``on_kill``)."""
+        main = process.main
+        return (
+            process.alarm_at is not None
+            and process.armed
+            and not process.timed_out
+            and process.alive
+            and not process.frozen
+            and main is not None
+            and main.parked is not None
+            and not main.dead
+            and (process.killer is None or process.killer.done)
+            and self.now() >= process.alarm_at
+        )
+
+    def _alarm(self, process: Process) -> None:
+        """``timeout``'s SIGALRM handler raises ``AirflowTaskTimeout`` in the main thread where it is;
+        ``_run_execute_callable`` catches it, calls ``task.on_kill()`` and raises it again: the try fails
+        (``_handle_current_task_failed``: up for retry if ``should_retry``)."""
+        from airflow.sdk.exceptions import AirflowTaskTimeout
+
+        assert process.main is not None
+        process.timed_out = True
+        ti = self.db.ti
+        process.timed_out_owning = (
+            ti is not None and ti.id == process.ti_id and ti.state == af.RUNNING and process.lj == self.lj
+        )
+        self.log.append(f"    SIGALRM {process.name}: execution_timeout ran out, on_kill on the main thread")
+        main = process.main
+        self._drive(lambda: self.coop.interrupt(main, AirflowTaskTimeout()), main)
 
     async def _sleep_gate(self, delay: float, result: Any = None) -> Any:
         """A provider trigger's poll interval, on a trigger's thread: a gate, so a cancellation can land
@@ -293,6 +411,7 @@ class World:
         finally:
             task_runner.SUPERVISOR_COMMS = self._saved_comms
             asyncio.sleep = self._saved_sleep  # type: ignore[assignment]
+            self._remove_clock()
             self.host.gate = None
             self.host.seen = None
 
@@ -393,6 +512,7 @@ class World:
                     tokens_in(json.dumps(entry.payload, default=str)) | tokens_in(entry.token)
                 )
                 job.answer_lost = self._answer_lost_by is actor
+                job.native_token = entry.token if hasattr(self.emulator, "forget_token") else None
                 self._answer_lost_by = None
                 self.jobs[key] = job
                 if isinstance(owner, Process):
@@ -479,10 +599,25 @@ class World:
         ti = self.db.ti
         if ti is None or ti.state not in (af.NONE, af.UP_FOR_RETRY, af.SCHEDULED):
             return False
+        if not self.retry_due():
+            return False
         if ti.next_method is None:
             ti.try_number += 1
         ti.state = af.QUEUED
         return True
+
+    def retry_due(self) -> bool:
+        """``NotInRetryPeriodDep``: an UP_FOR_RETRY task instance is not queued before
+        ``next_retry_datetime()`` (its end date plus ``retry_delay``)."""
+        ti = self.db.ti
+        if ti is None or ti.state != af.UP_FOR_RETRY or ti.retry_at is None:
+            return True
+        return self.now() >= ti.retry_at
+
+    def up_for_retry(self, ti: af.TaskInstanceRow) -> None:
+        """UP_FOR_RETRY, with ``end_date`` now: the retry waits ``retry_delay`` (`retry_due`)."""
+        ti.state = af.UP_FOR_RETRY
+        ti.retry_at = self.now() + self.retry_delay
 
     def start_try(self) -> Process | None:
         """``ti_run`` (``airflow.api_fastapi.execution_api.routes.task_instances.ti_run``): QUEUED → RUNNING,
@@ -503,7 +638,9 @@ class World:
         resuming = ti.next_method is not None
         xcom_keys_to_clear: list[str] = []
         if not resuming:
-            ti.start_date = af.tick()
+            # On the model's clock (the engine's execution deadline counts from it), and strictly later
+            # than any earlier start (start dates the engine hashes differ between tries).
+            ti.start_date = max(self.now(), (ti.start_date or af.tick()) + dt.timedelta(seconds=1))
             xcom_keys_to_clear = sorted(self.db.xcom)
         ti.state = af.RUNNING
         pid = next(self._pids)
@@ -514,6 +651,7 @@ class World:
         key = (run.incarnation, ti.try_number)
         lj = self._lj_of_try.setdefault(key, self.lj)
         operator = self.case.make(self.emulator, self.deferrable, retries=self.db.retries)
+        operator.execution_timeout = self.execution_timeout
         process = Process(
             pid=pid,
             kind="resume" if resuming else "execute",
@@ -525,6 +663,7 @@ class World:
             should_retry=should_retry,
             next_method=ti.next_method,
             next_kwargs=_deserde(ti.next_kwargs) if ti.next_kwargs is not None else None,
+            alarm_at=self.now() + self.execution_timeout if self.execution_timeout is not None else None,
         )
         context_from_server = TIRunContext(
             dag_run=self.db.dag_run_model(),
@@ -560,14 +699,23 @@ class World:
         }
 
         def body() -> Any:
+            from airflow.sdk.exceptions import AirflowTaskTimeout
             from airflow.sdk.execution_time.xcom import XCom
 
             for key in context_from_server.xcom_keys_to_clear:
                 XCom.delete(key=key, dag_id=af.DAG_ID, task_id=af.TASK_ID, run_id=af.RUN_ID, map_index=-1)
-            if process.next_method is not None:
-                result = operator.resume_execution(process.next_method, process.next_kwargs, context)
-            else:
-                result = operator.execute(context)
+            # task_runner._run_execute_callable, with the model's alarm (`_alarm`) for SIGALRM's.
+            process.armed = True
+            try:
+                if process.next_method is not None:
+                    result = operator.resume_execution(process.next_method, process.next_kwargs, context)
+                else:
+                    result = operator.execute(context)
+            except AirflowTaskTimeout:
+                operator.on_kill()
+                raise
+            finally:
+                process.armed = False
             if result is not None and getattr(operator, "do_xcom_push", True):
                 rti.xcom_push("return_value", result)  # task_runner._push_xcom_if_needed
             return result
@@ -633,6 +781,8 @@ class World:
         detail = "" if error is None else f": {type(error).__name__}: {str(error)[:160]}"
         self.log.append(f"    {process.name} ended {outcome}{detail}")
         self._check_try_end(process, outcome, error)
+        if process.timed_out:
+            self.check_timeout_done(process)
         ti = self.db.ti
         current = ti is not None and ti.id == process.ti_id and ti.state == af.RUNNING
         if current and outcome == "failed" and process.stop == "shutdown" and "told to stop" in str(error):
@@ -659,7 +809,10 @@ class World:
                 ti.trigger_id = row.id
                 ti.next_method = error.method_name
                 ti.next_kwargs = _serde(error.kwargs or {})
-                ti.trigger_timeout = error.timeout is not None
+                timeout = error.timeout
+                if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+                    timeout = dt.timedelta(seconds=timeout)
+                ti.trigger_timeout = self.now() + timeout if timeout is not None else None
                 self.log.append(f"    trigger row {row.id} (serial {row.serial}) for {process.name}")
             else:
                 self._fail_running(ti, process.should_retry)
@@ -672,7 +825,7 @@ class World:
         ti.next_method = ti.next_kwargs = None
         if retry:
             ti.id = uuid.uuid4()
-            ti.state = af.UP_FOR_RETRY
+            self.up_for_retry(ti)
         else:
             ti.state = af.FAILED
 
@@ -836,7 +989,7 @@ class World:
                 f"    listener: on_task_instance_failed marked the record ({loaded} → {new_state})"
             )
         if loaded == af.RESTARTING:
-            ti.state = af.UP_FOR_RETRY
+            self.up_for_retry(ti)
         else:
             self._fail_running(ti, new_state == af.UP_FOR_RETRY)
         self.db.refresh_run_state()
@@ -1088,12 +1241,22 @@ class World:
             if trigger_id not in keep:
                 del self.db.triggers[trigger_id]
 
+    def trigger_due(self) -> bool:
+        """A DEFERRED task instance's ``trigger_timeout`` has passed on the model's clock."""
+        ti = self.db.ti
+        return (
+            ti is not None
+            and ti.state == af.DEFERRED
+            and ti.trigger_timeout is not None
+            and self.now() >= ti.trigger_timeout
+        )
+
     def trigger_timeout(self) -> bool:
         """``SchedulerJobRunner.check_trigger_timeouts``: a DEFERRED task instance past its
         ``trigger_timeout`` → SCHEDULED with ``__fail__`` / TRIGGER_TIMEOUT, ``trigger_id`` None; its
         trigger, cancelled later, gets no ``on_kill`` (``run_trigger``: the timeout passed)."""
         ti = self.db.ti
-        if ti is None or ti.state != af.DEFERRED or not ti.trigger_timeout:
+        if ti is None or ti.state != af.DEFERRED or not self.trigger_due():
             return False
         for instance in self.instances:
             if instance.row.id == ti.trigger_id and instance.row.ti_id == ti.id:
@@ -1255,6 +1418,13 @@ class World:
     # ------------------------------------------------------------------ the external system
     def end_job(self, job: Job, outcome: str) -> None:
         end_job(self.case, self.emulator, job.ledger_id, outcome)
+
+    def token_window_lapses(self, job: Job) -> None:
+        """The system's deduplication window for ``job``'s token passes while the job runs (the emulator's
+        ``forget_token``): a submission with that token starts a new job."""
+        assert job.native_token is not None
+        self.emulator.forget_token(job.native_token)
+        job.native_token = None
 
     def service_fault(self, kind: str) -> None:
         """One failure of the emulated service, at the transport level (its FaultPlan): the next status
@@ -1740,6 +1910,8 @@ class World:
             is_owner = ti is not None and owner.ti_id == ti.id
             if actor.role == "on_kill":
                 context = "on_kill"
+            elif owner.timed_out:
+                context = "timeout"  # _run_execute_callable's on_kill, on the main thread
             elif owner.kind == "resume" and owner.next_method == af.TRIGGER_FAIL:
                 context = "timeout"
         elif isinstance(owner, TriggerInstance):
@@ -1868,6 +2040,23 @@ class World:
                     + lost,
                     f"{process.name}'s on_kill ran after a "
                     f"{marked[0].cause} but job {job.ledger_id} still runs",
+                )
+
+    def check_timeout_done(self, process: Process) -> None:
+        """(5) for an execution timeout: a try that owned its logical job when its execution_timeout ran out
+        has ended the jobs of that logical job it knew once its ``on_kill`` returned (or their cancel
+        failed): the timeout ends the logical job's current generation, and a retry starts a new one."""
+        if not process.timed_out_owning or not getattr(process.operator, "cancel_on_kill", True):
+            return
+        for key in process.knows:
+            job = self.jobs.get(key)
+            if job is not None and job.lj == process.lj and self.active(job) and not job.cancel_failed:
+                lost = "-answer-lost" if job.answer_lost else ""
+                self.violate(
+                    "5",
+                    f"timeout-left-job{lost}",
+                    f"{process.name}'s execution_timeout ran out while it owned job {job.ledger_id}, and the "
+                    "job still runs after its on_kill",
                 )
 
 
