@@ -435,7 +435,8 @@ PHASES_ENV = "AFD_RT_PHASES"
 #: both at once do not fit the stage's budget. The Celery-worker kill runs in ``make reliability`` only.
 #: Measured for one system (Databricks, 2 loaded cores): ``podstop`` alone 2 min 20 s side by side (its
 #: cells wait beside the other per-cell phases' cells), ``celerystop`` 6 min 10 s (alone: warm, then cold),
-#: so the long one joins the set without deployment-wide phases.
+#: so the long one joins the set without deployment-wide phases. The scheduler's own stops need the
+#: LocalExecutor deployment: a set of their own starts only that one (no Celery deployment to pay for).
 CI_PHASE_SETS: tuple[tuple[str, ...], ...] = (
     ("pertask", "trigkill", "schedrestart", "clear34", "podstop"),
     ("user", "store", "celerystop"),
