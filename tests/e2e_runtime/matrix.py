@@ -110,6 +110,9 @@ class Fault:
     final: str = "success"
     #: Text the durable task's log must hold (the clear task error of a state-store fault).
     log: str = ""
+    #: The durable task's XComs must name its one job (the job id among their values): the try that
+    #: ran again reconnected to the job the stopped try left, not only pushed the provider's keys.
+    xcom_job: bool = False
     #: What the promise does not cover under this fault (printed under its table in the report).
     limit: str = ""
     #: Systems whose promise differs in its job count (``{system: jobs}``), for the reason ``limit`` gives.
@@ -243,6 +246,7 @@ FAULTS: dict[str, Fault] = {
             "heartbeat) and the tasks run again",
             ("sync",),
             needs="local",
+            xcom_job=True,
         ),
         Fault(
             "failover",
@@ -252,6 +256,7 @@ FAULTS: dict[str, Fault] = {
             "(on_kill), the tasks run again",
             ("sync",),
             needs="local",
+            xcom_job=True,
         ),
         Fault(
             "storeread",

@@ -130,6 +130,8 @@ class CellResult:
     error: str = ""
     #: The fault's log text (``Fault.log``) was in try 1's log (``None``: the fault names none).
     log_ok: bool | None = None
+    #: The durable task's XComs name its one job (``Fault.xcom_job``; ``None``: not checked).
+    xcom_job: bool | None = None
     #: Store faults: how many task-state-store calls of try 1 the proxy failed.
     store_failed: int = 0
     #: The commit the cell ran on.
@@ -155,6 +157,7 @@ class CellResult:
             and self.final_state == fault.final
             and self.untracked == 0
             and self.log_ok is not False
+            and self.xcom_job is not False
         )
 
 
@@ -919,6 +922,7 @@ class Tier:
                 time.sleep(0.5)
         state = self._states([run])[cell.dag_id]
         history = [list(t) for t in self.dep.try_history(cell.dag_id, run.run_id, TASK_ID)]
+        xcoms = self.dep.xcoms(cell.dag_id, run.run_id, TASK_ID)
         if ti is not None:
             history.append([ti.try_number, ti.state])
         run.result = CellResult(
@@ -934,10 +938,11 @@ class Tier:
             untracked=run.untracked if run.untracked is not None else max(0, run.running_at_finish - 1),
             final_state=ti.state if ti else None,
             tries=history,
-            xcom_keys=sorted(self.dep.xcoms(cell.dag_id, run.run_id, TASK_ID)),
+            xcom_keys=sorted(xcoms),
             seconds=round(time.monotonic() - run.started, 1),
             error=error,
             log_ok=self._log_ok(run) if cell.side == "durable" else None,
+            xcom_job=_xcom_job(cell, self._job_ids(run), ti.state if ti else None, xcoms),
             store_failed=run.store_fault.failed if run.store_fault is not None else 0,
             commit=self.commit,
             job_starts=[round(float(j["started_at"]) - run.started_wall, 1) for j in state["jobs"]],
@@ -947,6 +952,13 @@ class Tier:
         if unexplained_jobs(asdict(run.result)) or run.result.reschedules:
             run.result.evidence = self._keep_evidence(run, state)
         run.stage = "done"
+
+    def _job_ids(self, run: _Run) -> list[str]:
+        """The full ids of the cell's jobs (``state`` shortens long ones), oldest first."""
+        if not FAULTS[run.cell.fault].xcom_job:
+            return []
+        ids = run.emulator.call("ids", dag_ids=[run.cell.dag_id])[run.cell.dag_id]
+        return [j["id"] for j in ids]
 
     def _reschedules(self, run: _Run) -> int:
         assert self.dep is not None
@@ -990,6 +1002,23 @@ class Tier:
     def task_logs(self, dag_id: str) -> str:
         assert self.dep is not None
         return self.dep.task_logs(dag_id, chars=3000)
+
+
+def _xcom_job(cell: Cell, ids: list[str], final: str | None, xcoms: dict[str, Any]) -> bool | None:
+    """Whether a durable task that ended ``success`` on one job (full ``ids`` of its jobs, from the
+    emulator) holds that job's id as an XCom value, an item of one, or a list's items joined by commas (an
+    EMR job is the steps one call added) (``None``: the fault does not ask, or the cell is not such a
+    task). Whole values only: a short numeric id is inside many a URL."""
+    if not FAULTS[cell.fault].xcom_job or cell.side != "durable" or final != "success" or len(ids) != 1:
+        return None
+    values: set[str] = set()
+    for value in xcoms.values():
+        if isinstance(value, list):
+            values.update(str(v) for v in value)
+            values.add(",".join(str(v) for v in value))
+        else:
+            values.add(str(value))
+    return ids[0] in values
 
 
 def _started(pid: int) -> str:
