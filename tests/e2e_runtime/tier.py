@@ -102,7 +102,7 @@ SETTINGS = {
 }
 #: On a LocalExecutor deployment, on top of `SETTINGS`. The scheduler health threshold keeps its default: at
 #: 10 s a new scheduler whose loop lagged under load marked its own job failed and reset the tries its
-#: workers were running (test_scheduler_restart.py), which is a second, unplanned scheduler fault here.
+#: workers were running, which is a second, unplanned scheduler fault here.
 LOCAL_SETTINGS = {"AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "30"}
 
 
