@@ -17,6 +17,7 @@ from typing import Any
 
 from tests.e2e_runtime.matrix import (
     CELERY_DEPLOYMENT,
+    CI_PHASE_SETS,
     EXECUTION_TIMEOUT,
     FAULTS,
     POD_GRACE,
@@ -33,6 +34,8 @@ from tests.e2e_runtime.matrix import (
 from tests.e2e_runtime.matrix import cells as matrix_cells
 
 ROOT = Path(__file__).resolve().parents[2]
+#: How the page counts CI's phase sets.
+_NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 RESULTS = ROOT / "docs" / "reliability.json"
 PAGE = ROOT / "docs" / "reliability.md"
 
@@ -400,8 +403,8 @@ def render(data: dict[str, Any]) -> str:
         "The cells whose fault strikes one task run side by side; a fault that strikes the whole",
         "deployment (a Celery-worker, triggerer or scheduler kill) runs its cells alone; the scheduler's",
         "own stops with the LocalExecutor run last, on a second deployment of that executor. CI runs one",
-        "system and one of two phase sets per push, chosen by the commit hash (see",
-        "[Testing](testing.md#the-runtime-tier)).",
+        f"system and one of {_NUMBERS[len(CI_PHASE_SETS)]} phase sets per push, chosen by the commit hash",
+        "(see [Testing](testing.md#the-runtime-tier)).",
         "",
     ]
     return "\n".join(lines)
