@@ -75,6 +75,11 @@ STORE_DELAY = 3
 #: ``terminationGracePeriodSeconds``, 30 s by default: shorter here to fit the test's budget; the task's
 #: ``on_kill`` runs within the first second).
 POD_GRACE = 10
+#: A scheduler stop (``schedstop``): SIGKILL of what is left of the scheduler's session this long after the
+#: SIGTERM to its process group (Kubernetes' default grace; systemd's ``TimeoutStopSec`` is 90 s). A
+#: LocalExecutor scheduler waits for its running tasks before it exits, and a durable try left its job
+#: running and polls on: the SIGKILL ends it.
+SCHED_STOP_GRACE = 30
 #: A Celery warm/cold shutdown: how long the test lets a worker drain before it SIGKILLs what is left
 #: (try 1's held status read keeps it busy up to 90 s after its submit; then it polls and its job ends).
 CELERY_STOP_WAIT = 150
@@ -91,7 +96,9 @@ class Fault:
     title: str
     #: The paths this fault applies to.
     paths: tuple[str, ...]
-    #: Only meaningful with the CeleryExecutor / several triggerers.
+    #: Only meaningful with the CeleryExecutor / several triggerers; ``"local"``: the fault strikes the
+    #: scheduler together with the LocalExecutor workers inside it, so its cells run on a deployment of that
+    #: executor (`DEPLOYMENT_OF`).
     needs: str = ""
     #: Depends on engine work not on main yet: the test is xfail(strict=False) with this reason
     #: (for the cells of ``pending_paths`` only; the others are judged as usual).
@@ -103,6 +110,9 @@ class Fault:
     final: str = "success"
     #: Text the durable task's log must hold (the clear task error of a state-store fault).
     log: str = ""
+    #: The durable task's XComs must name its one job (the job id among their values): the try that
+    #: ran again reconnected to the job the stopped try left, not only pushed the provider's keys.
+    xcom_job: bool = False
     #: What the promise does not cover under this fault (printed under its table in the report).
     limit: str = ""
     #: Systems whose promise differs in its job count (``{system: jobs}``), for the reason ``limit`` gives.
@@ -226,6 +236,28 @@ FAULTS: dict[str, Fault] = {
             ("deferrable", "sync"),
             needs="celery",
         ),
+        # The scheduler's own stops, with the LocalExecutor: its workers are the tasks' supervisors.
+        Fault(
+            "schedstop",
+            "A scheduler restart with the LocalExecutor (`systemctl restart`, a pod's stop) while try 1 "
+            "polls: SIGTERM to the scheduler's process group (its workers, the tasks' supervisors, forward "
+            f"it to the tasks: on_kill), SIGKILL of what is left of its session {SCHED_STOP_GRACE} s later, "
+            "a new scheduler; it resets the orphaned task instances (or fails them for their missing "
+            "heartbeat) and the tasks run again",
+            ("sync",),
+            needs="local",
+            xcom_job=True,
+        ),
+        Fault(
+            "failover",
+            "A scheduler failover with the LocalExecutor while try 1 polls: the scheduler alone SIGKILLed "
+            "(its workers, orphaned, supervise their tries on), a new scheduler resets the orphaned task "
+            "instances; the old tries' heartbeats are refused and their supervisors SIGTERM them "
+            "(on_kill), the tasks run again",
+            ("sync",),
+            needs="local",
+            xcom_job=True,
+        ),
         Fault(
             "storeread",
             "The task-state store fails (api-server route down) at the read before deciding",
@@ -261,6 +293,9 @@ POD_STOP_FAULTS = ("podstop", "podcomplete")
 CELERY_FAULTS = ("celerykill", "warmstop", "coldstop")
 #: The Celery workers' own graceful shutdowns (a deployment-wide fault each, run one after the other).
 CELERY_STOP_FAULTS = ("warmstop", "coldstop")
+#: The scheduler's own stops, on a LocalExecutor deployment (the run's second deployment, after the
+#: Celery one; each fault a batch of its own).
+LOCAL_SCHEDULER_FAULTS = ("schedstop", "failover")
 #: Faults that a user's action (through the REST API) or the task's own limits bring about.
 USER_FAULTS = ("clear", "markfailed", "exectimeout", "clear34", "keepstate")
 #: Faults that need the deployment to clear as Airflow 3.4 does (the tier patches it, see
@@ -269,9 +304,27 @@ AIRFLOW34_FAULTS = ("clear34", "keepstate")
 #: Faults added to the matrix since docs/reliability.json was last recorded: their cells are awaited (not
 #: run yet) until ``make reliability`` records them; take a fault out once its cells are recorded
 #: (test_reliability_doc.py fails while a listed fault has all of them).
-UNMEASURED_FAULTS: tuple[str, ...] = ("podstop", "podcomplete", "warmstop", "coldstop")
+UNMEASURED_FAULTS: tuple[str, ...] = (
+    "podstop",
+    "podcomplete",
+    "warmstop",
+    "coldstop",
+    "schedstop",
+    "failover",
+)
 #: Faults of the task-state store, injected by the loopback proxy in front of the execution API.
 STORE_FAULTS = ("storeread", "storeintent", "storeid", "storeslow")
+
+
+#: The deployments a run starts, by results key (``docs/reliability.json``'s configurations): the
+#: Celery one serves every fault but those that need the LocalExecutor, which run on a second one.
+CELERY_DEPLOYMENT = "postgres+celery"
+LOCAL_DEPLOYMENT = "postgres+local"
+
+
+def deployment_of(fault: str) -> str:
+    """The results key of the deployment ``fault``'s cells run on."""
+    return LOCAL_DEPLOYMENT if FAULTS[fault].needs == "local" else CELERY_DEPLOYMENT
 
 
 @dataclass(frozen=True)
@@ -371,7 +424,13 @@ PHASES: dict[str, tuple[str, ...]] = {
     "podstop": POD_STOP_FAULTS,
     # Graceful stops of the Celery workers: warm, then (a batch of its own) cold shutdown.
     "celerystop": CELERY_STOP_FAULTS,
+    # The scheduler's graceful restart and its failover, on the LocalExecutor deployment (started after the
+    # Celery one is stopped: the phases of this dict run in order, these last).
+    "schedstop": ("schedstop",),
+    "failover": ("failover",),
 }
+#: The phases that run on the LocalExecutor deployment (the others on the Celery one).
+LOCAL_PHASES: tuple[str, ...] = ("schedstop", "failover")
 #: The phases whose fault strikes one cell only (its task, a user's action on it, its own store calls):
 #: their cells run side by side in one batch. The others strike the whole deployment and run alone.
 PER_CELL_PHASES: tuple[str, ...] = ("pertask", "user", "store", "clear34", "podstop")
@@ -381,10 +440,13 @@ PHASES_ENV = "AFD_RT_PHASES"
 #: both at once do not fit the stage's budget. The Celery-worker kill runs in ``make reliability`` only.
 #: Measured for one system (Databricks, 2 loaded cores): ``podstop`` alone 2 min 20 s side by side (its
 #: cells wait beside the other per-cell phases' cells), ``celerystop`` 6 min 10 s (alone: warm, then cold),
-#: so the long one joins the set without deployment-wide phases.
+#: so the long one joins the set without deployment-wide phases. The scheduler's own stops need the
+#: LocalExecutor deployment: a set of their own starts only that one (no Celery deployment to pay for):
+#: 1 min 53 s for Databricks (deployment start 18 s, ``schedstop`` 48 s, ``failover`` 36 s).
 CI_PHASE_SETS: tuple[tuple[str, ...], ...] = (
     ("pertask", "trigkill", "schedrestart", "clear34", "podstop"),
     ("user", "store", "celerystop"),
+    ("schedstop", "failover"),
 )
 
 #: Which systems a run covers (see :func:`selected_systems`).

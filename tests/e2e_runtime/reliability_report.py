@@ -16,12 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e_runtime.matrix import (
+    CELERY_DEPLOYMENT,
+    CI_PHASE_SETS,
     EXECUTION_TIMEOUT,
     FAULTS,
     POD_GRACE,
+    SCHED_STOP_GRACE,
     STORE_DELAY,
     SYSTEMS,
     UNMEASURED,
+    deployment_of,
     parse_dag_id,
     pending,
     rescheduled_jobs,
@@ -30,6 +34,8 @@ from tests.e2e_runtime.matrix import (
 from tests.e2e_runtime.matrix import cells as matrix_cells
 
 ROOT = Path(__file__).resolve().parents[2]
+#: How the page counts CI's phase sets.
+_NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 RESULTS = ROOT / "docs" / "reliability.json"
 PAGE = ROOT / "docs" / "reliability.md"
 
@@ -65,9 +71,17 @@ FAULT_TITLES = {
     "podcomplete": f"a pod stop inside execute_complete (SIGTERM, SIGKILL {POD_GRACE} s later)",
     "warmstop": "Celery warm shutdown (SIGTERM to the worker) while try 1 runs on it",
     "coldstop": "Celery cold shutdown (SIGTERM, then SIGQUIT) while try 1 runs on it",
+    "schedstop": (
+        f"a scheduler restart with the LocalExecutor while try 1 polls (SIGTERM to its process group, "
+        f"SIGKILL {SCHED_STOP_GRACE} s later, a new scheduler)"
+    ),
+    "failover": (
+        "a scheduler failover with the LocalExecutor while try 1 polls (the scheduler alone SIGKILLed, a new "
+        "one resets the orphaned task instances)"
+    ),
 }
 #: The graceful stops: listed together, under an introduction of their own.
-GRACEFUL_FAULTS = ("podstop", "podcomplete", "warmstop", "coldstop")
+GRACEFUL_FAULTS = ("podstop", "podcomplete", "warmstop", "coldstop", "schedstop", "failover")
 GRACEFUL_INTRO = [
     "### Graceful stops",
     "",
@@ -80,6 +94,13 @@ GRACEFUL_INTRO = [
     "A stop is not a cancel: nobody asked for the job to end. The provider's `on_kill` cancels the job",
     "and its retry starts another; the durable operator leaves the job running and recorded while",
     "Airflow still shows this try running, and the retry reconnects to it.",
+    "",
+    "A scheduler with the LocalExecutor runs its tasks' supervisors as its own worker processes: stopping",
+    "it (SIGTERM to its process group) stops them too, and they forward the SIGTERM to their tasks. A",
+    "scheduler that dies alone (a crash; a standby takes over) leaves them supervising their tries until a",
+    "new scheduler resets the orphaned task instances: the old try's next heartbeat is refused and its",
+    "supervisor sends it SIGTERM. A reset is not a clear either: the task runs again and reconnects. These",
+    "two ran on a second deployment with the LocalExecutor (named below the page's heading).",
     "",
 ]
 
@@ -209,6 +230,23 @@ def _provenance(data: dict[str, Any], cells: dict[str, Any]) -> list[str]:
     ]
 
 
+def _other_deployment(entry: dict[str, Any]) -> str:
+    """The sentence naming a second deployment of the run and the faults whose cells ran on it."""
+    env = entry["environment"]
+    order = sorted({c["fault"] for c in entry["cells"].values()}, key=_fault_index)
+    names = [f"`{f}`" for f in order]
+    faults = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+    plural = "s" if env["triggerers"] != 1 else ""
+    return (
+        f"The cells of {faults} ran on a second deployment, {env['database']} with the {env['executor']} and "
+        f"{env['triggerers']} triggerer{plural}, started once the first one was stopped."
+    )
+
+
+def _fault_index(fault: str) -> int:
+    return FAULT_ORDER.index(fault) if fault in FAULT_ORDER else len(FAULT_ORDER)
+
+
 def _outcome(cell: dict[str, Any] | None) -> str:
     if cell is None:
         return "not run"
@@ -238,9 +276,14 @@ def render(data: dict[str, Any]) -> str:
             data, {k: c for e in data.get("configurations", {}).values() for k, c in e["cells"].items()}
         ),
     ]
-    for _key, entry in sorted(data.get("configurations", {}).items()):
+    configurations = data.get("configurations", {})
+    # One section: the cells of every deployment of the run (each fault's cells ran on one, `deployment_of`),
+    # under the heading of the main one; the others are named below it.
+    main_key = CELERY_DEPLOYMENT if CELERY_DEPLOYMENT in configurations else min(configurations, default=None)
+    for _key, entry in [(main_key, configurations[main_key])] if main_key is not None else []:
         env = entry["environment"]
-        cells = entry["cells"]
+        cells: Any = {k: c for e in configurations.values() for k, c in e["cells"].items()}
+        others = [_other_deployment(e) for key, e in sorted(configurations.items()) if key != main_key]
         durable = [c for c in cells.values() if c["side"] == "durable"]
         upstream = [c for c in cells.values() if c["side"] == "upstream"]
         kept = sum(1 for c in durable if c.get("durable_ok"))
@@ -257,6 +300,7 @@ def render(data: dict[str, Any]) -> str:
             "**In short.** Each row is one real DAG run on a real deployment (api-server, scheduler,",
             "dag-processor, triggerers, Celery workers) against the system's offline emulator, with one",
             "Airflow process killed, a user's action or a task-state-store fault at the moment named.",
+            *others,
             "The durable operator and the provider's own ran",
             f"side by side in the same deployment. **Durable kept its promise in {kept} of the "
             f"{len(measured)} measured runs** ({len(durable)} in the matrix;",
@@ -357,9 +401,10 @@ def render(data: dict[str, Any]) -> str:
         "and Redis from the Debian packages, real Celery workers), then rewrites `docs/reliability.json`",
         f"and this page from that run. {took}",
         "The cells whose fault strikes one task run side by side; a fault that strikes the whole",
-        "deployment (a Celery-worker, triggerer or scheduler kill) runs its cells alone. CI runs one",
-        "system and one of two phase sets per push, chosen by the commit hash (see",
-        "[Testing](testing.md#the-runtime-tier)).",
+        "deployment (a Celery-worker, triggerer or scheduler kill) runs its cells alone; the scheduler's",
+        "own stops with the LocalExecutor run last, on a second deployment of that executor. CI runs one",
+        f"system and one of {_NUMBERS[len(CI_PHASE_SETS)]} phase sets per push, chosen by the commit hash",
+        "(see [Testing](testing.md#the-runtime-tier)).",
         "",
     ]
     return "\n".join(lines)
@@ -372,8 +417,13 @@ def incomplete(data: dict[str, Any]) -> list[str]:
     if not run:
         return ["the results name no run (they were not written by `make reliability`)"]
     problems = []
-    cells = data.get("configurations", {}).get("postgres+celery", {}).get("cells", {})
-    missing = [c.dag_id for c in matrix_cells() if c.dag_id not in cells]
+    configurations = data.get("configurations", {})
+    cells = {k: c for e in configurations.values() for k, c in e["cells"].items()}
+    missing = [
+        c.dag_id
+        for c in matrix_cells()
+        if c.dag_id not in configurations.get(deployment_of(c.fault), {}).get("cells", {})
+    ]
     if missing:
         problems.append(f"{len(missing)} cells have no result, e.g. {', '.join(missing[:5])}")
     if _commits(cells) - {run["commit"]}:

@@ -168,3 +168,28 @@ def test_a_task_process_defines_only_its_own_dag() -> None:
     own = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert own.returncode == 0, own.stderr[-2000:]
     assert printed(own.stdout) == [str([wanted]), str([ours + "redshift"])]
+
+
+def test_a_scheduler_stop_cell_needs_xcoms_that_name_its_one_job() -> None:
+    """``Fault.xcom_job``: a durable cell keeps the promise only if its XComs hold its one job's full id
+    as a whole value (an item of a list, or the list joined as EMR's job id is); not a URL containing it."""
+    from dataclasses import replace
+
+    from tests.e2e_runtime.tier import CellResult, _xcom_job
+
+    cell = Cell("databricks", "schedstop", "durable", "sync")
+    assert _xcom_job(cell, ["7"], "success", {"run_id": 7, "run_page_url": "https://x/7"}) is True
+    assert _xcom_job(cell, ["7"], "success", {"run_id": 8, "run_page_url": "https://x/runs/7"}) is False
+    assert _xcom_job(cell, ["s-1,s-2"], "success", {"return_value": ["s-1", "s-2"]}) is True
+    assert _xcom_job(cell, ["q1"], "success", {"query_ids": ["q1"]}) is True
+    # Not asked: the provider's side, two jobs, a task that did not succeed, a fault without the flag.
+    assert _xcom_job(Cell("databricks", "schedstop", "upstream", "sync"), ["7"], "success", {}) is None
+    assert _xcom_job(cell, ["7", "8"], "success", {}) is None
+    assert _xcom_job(cell, ["7"], "failed", {}) is None
+    assert _xcom_job(Cell("databricks", "taskkill", "durable", "sync"), ["7"], "success", {}) is None
+    ok = CellResult(
+        cell.dag_id, cell.system, cell.fault, cell.side, cell.path, "x", jobs=1, final_state="success"
+    )
+    assert (
+        ok.durable_ok and not replace(ok, xcom_job=False).durable_ok and replace(ok, xcom_job=True).durable_ok
+    )

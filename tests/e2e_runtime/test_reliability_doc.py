@@ -13,13 +13,17 @@ import pytest
 
 from tests.e2e_runtime import reliability_report
 from tests.e2e_runtime.matrix import (
+    CELERY_DEPLOYMENT,
     CI_GROUPS,
     CI_PHASE_SETS,
+    LOCAL_DEPLOYMENT,
+    LOCAL_PHASES,
     PHASES,
     SYSTEMS,
     UNMEASURED,
     UNMEASURED_FAULTS,
     cells,
+    deployment_of,
     parse_dag_id,
     pending,
     rescheduled_jobs,
@@ -43,11 +47,24 @@ def test_reliability_page_is_not_stale() -> None:
 
 
 def test_every_cell_ran_on_postgres_and_celery() -> None:
-    """Every cell of the matrix has a recorded result on PostgreSQL + CeleryExecutor."""
-    entry = _committed()["configurations"]["postgres+celery"]
+    """Every cell of the matrix has a recorded result on PostgreSQL + CeleryExecutor, but those of the
+    scheduler's own stops, which ran on PostgreSQL + LocalExecutor."""
+    configurations = _committed()["configurations"]
+    entry = configurations[CELERY_DEPLOYMENT]
     assert entry["environment"]["executor"] == "CeleryExecutor"
     assert entry["environment"]["database"].startswith("PostgreSQL")
-    missing = [c.dag_id for c in cells() if c.dag_id not in entry["cells"]]
+    if LOCAL_DEPLOYMENT in configurations:
+        local = configurations[LOCAL_DEPLOYMENT]["environment"]
+        assert local["executor"] == "LocalExecutor" and local["database"].startswith("PostgreSQL")
+    assert set(configurations) <= {CELERY_DEPLOYMENT, LOCAL_DEPLOYMENT}
+    for key, stored in configurations.items():
+        wrong = [d for d, c in stored["cells"].items() if deployment_of(c["fault"]) != key]
+        assert not wrong, f"cells recorded under {key} that run on another deployment: {wrong}"
+    missing = [
+        c.dag_id
+        for c in cells()
+        if c.dag_id not in configurations.get(deployment_of(c.fault), {}).get("cells", {})
+    ]
     awaited = [d for d in missing if parse_dag_id(d).fault in UNMEASURED_FAULTS]
     missing = [d for d in missing if d not in awaited]
     assert not [d for d in missing if parse_dag_id(d).system not in UNMEASURED], (
@@ -66,7 +83,7 @@ def test_committed_durable_cells_keep_the_promise() -> None:
 
     A cell the harness could not drive to its end carries an ``error`` and is reported as "not
     measured" on the page; the matrix test itself fails on those when they run."""
-    cells_ = _committed()["configurations"]["postgres+celery"]["cells"]
+    cells_ = {k: c for e in _committed()["configurations"].values() for k, c in e["cells"].items()}
     broken = [
         (d, c["jobs"], c["final_state"], c["untracked"])
         for d, c in cells_.items()
@@ -100,9 +117,35 @@ def test_phase_selection() -> None:
         selected_phases("pertask,nope")
 
 
+def test_local_phases_run_last_on_their_own_deployment() -> None:
+    """Each phase's faults run on one deployment; the LocalExecutor's phases come after every Celery one
+    (the run starts the second deployment once, after stopping the first)."""
+    for phase, faults in PHASES.items():
+        assert len({deployment_of(f) for f in faults}) == 1, phase
+        assert (deployment_of(faults[0]) == LOCAL_DEPLOYMENT) == (phase in LOCAL_PHASES), phase
+    assert list(PHASES)[-len(LOCAL_PHASES) :] == list(LOCAL_PHASES)
+
+
 def _run_results(commit: str = "abc123def456", **run: object) -> dict:
-    """A complete run's results as `make reliability` writes them (every cell, one commit)."""
+    """A complete run's results as `make reliability` writes them (every cell, one commit), each under
+    the deployment it ran on."""
     cell = {"jobs": 1, "untracked": 0, "final_state": "success", "error": "", "tries": [[1, "success"]]}
+    environments = {
+        CELERY_DEPLOYMENT: {
+            "airflow": "3.3.2",
+            "database": "PostgreSQL 15",
+            "executor": "CeleryExecutor",
+            "triggerers": 2,
+            "celery_workers": 2,
+        },
+        LOCAL_DEPLOYMENT: {
+            "airflow": "3.3.2",
+            "database": "PostgreSQL 15",
+            "executor": "LocalExecutor",
+            "triggerers": 1,
+            "celery_workers": 0,
+        },
+    }
     return {
         "run": {
             "commit": commit,
@@ -116,14 +159,8 @@ def _run_results(commit: str = "abc123def456", **run: object) -> dict:
             **run,
         },
         "configurations": {
-            "postgres+celery": {
-                "environment": {
-                    "airflow": "3.3.2",
-                    "database": "PostgreSQL 15",
-                    "executor": "CeleryExecutor",
-                    "triggerers": 2,
-                    "celery_workers": 2,
-                },
+            key: {
+                "environment": environment,
                 "cells": {
                     c.dag_id: {
                         **cell,
@@ -144,8 +181,10 @@ def _run_results(commit: str = "abc123def456", **run: object) -> dict:
                         "commit": commit,
                     }
                     for c in cells()
+                    if deployment_of(c.fault) == key
                 },
             }
+            for key, environment in environments.items()
         },
     }
 
@@ -254,6 +293,13 @@ def test_the_graceful_stops_are_one_section_with_their_promise() -> None:
     for fault in reliability_report.GRACEFUL_FAULTS:
         assert f"#### {reliability_report.FAULT_TITLES[fault]}" in section
     assert section.index("#### a pod stop while") < section.index("#### Celery cold shutdown")
+    assert section.index("#### Celery cold shutdown") < section.index(
+        "#### a scheduler restart with the Local"
+    )
+    # The scheduler's stops ran on the second deployment: one section still, that deployment named once.
+    assert page.count("## Apache Airflow") == 1
+    assert page.count("ran on a second deployment, PostgreSQL 15 with the LocalExecutor and 1 triggerer") == 1
+    assert "The cells of `schedstop` and `failover` ran on a second deployment" in page
     assert "### Graceful stops" not in reliability_report.render(
         {
             **data,

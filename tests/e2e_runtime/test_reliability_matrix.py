@@ -1,10 +1,13 @@
 """The reliability matrix on PostgreSQL + CeleryExecutor + two triggerers: every system, faults that
 kill real Airflow processes, upstream and durable side by side in the same deployment.
 
-One deployment serves the whole module. The phases whose faults strike one cell each (``pertask``,
-``user``, ``store``: a kill of that cell's task, a user's action on it, its own store calls failing) run
-side by side, all their cells in flight together; a phase whose fault strikes the whole deployment
-(``celerykill``, ``trigkill``, ``schedrestart``) runs alone, its cells at once. Which
+One deployment serves the module's Celery phases. The phases whose faults strike one cell each
+(``pertask``, ``user``, ``store``: a kill of that cell's task, a user's action on it, its own store calls
+failing) run side by side, all their cells in flight together; a phase whose fault strikes the whole
+deployment (``celerykill``, ``trigkill``, ``schedrestart``) runs alone, its cells at once. The scheduler's
+own stops (``schedstop``, ``failover``) need the LocalExecutor, whose workers live in the scheduler: they
+run last, on a second deployment (PostgreSQL, LocalExecutor) that replaces the first against the same
+emulators, and their results are recorded under its own configuration. Which
 systems run is chosen by ``AFD_RT_GROUP`` (see :func:`selected_systems`): ``all`` (``make
 reliability``), ``<i>/<n>`` (group i of n), or unset: one group of :data:`CI_GROUPS`, picked by the
 commit hash, so that every push runs a share and consecutive pushes cover the matrix. Which phases run
@@ -40,11 +43,14 @@ if int(airflow.__version__.split(".")[0]) < 3:
 from airflow_durable import shims  # noqa: E402
 from tests.e2e_runtime.conftest import SUMMARIES  # noqa: E402
 from tests.e2e_runtime.matrix import (  # noqa: E402
+    CELERY_DEPLOYMENT,
+    LOCAL_DEPLOYMENT,
     PER_CELL_PHASES,
     PHASES,
     PHASES_ENV,
     Cell,
     cells,
+    deployment_of,
     parse_dag_id,
     pending,
     selected_phases,
@@ -75,7 +81,10 @@ CONFIG: dict[str, Any] = {
     "celery_workers": 2,
     "worker_concurrency": 10,
 }
-CONFIG_KEY = "postgres+celery"
+#: The run's second deployment, for the scheduler's own stops: LocalExecutor (its workers, the tasks'
+#: supervisors, are the scheduler's children), one triggerer (those cells run the sync path only).
+LOCAL_CONFIG: dict[str, Any] = {"database": "postgres", "executor": "local", "triggerers": 1}
+CONFIGS = {CELERY_DEPLOYMENT: CONFIG, LOCAL_DEPLOYMENT: LOCAL_CONFIG}
 #: Cells of the side-by-side phases in flight at once (triggered, not yet collected). Most of a cell is
 #: waiting (a heartbeat timeout, a hold, a retry delay, a trigger's poll), so more in flight finish
 #: sooner, until the two cores are busy: CPU, not waiting, bounds a full run.
@@ -133,15 +142,22 @@ class _Run:
         }
 
 
+def _served(every: list[Cell], key: str) -> list[Cell]:
+    return [c for c in every if deployment_of(c.fault) == key]
+
+
 @pytest.fixture(scope="module")
 def tier() -> Iterator[Tier]:
+    """The run's emulators and its deployment: the one of the first selected phase; `_on` replaces it."""
     run = _Run()
     started = time.monotonic()
     faults = tuple(f for phase in PHASES_RUN for f in PHASES[phase])
-    with Tier(cells(faults=faults, systems=SYSTEMS_RUN), **CONFIG) as t:
+    every = cells(faults=faults, systems=SYSTEMS_RUN)
+    first = deployment_of(faults[0]) if faults else CELERY_DEPLOYMENT
+    with Tier(every, serve=_served(every, first), **CONFIGS[first]) as t:
         SUMMARIES.append(
             {
-                "scenario": f"matrix deployment start ({', '.join(SYSTEMS_RUN)})",
+                "scenario": f"matrix deployment start, {first} ({', '.join(SYSTEMS_RUN)})",
                 "seconds": time.monotonic() - started,
             }
         )
@@ -152,6 +168,21 @@ def tier() -> Iterator[Tier]:
     assert not t.dep or not t.dep.stray_pids(), "a deployment process outlived the tier"
 
 
+def _on(tier: Tier, key: str) -> Tier:
+    """``tier`` with deployment ``key`` running: the run's deployments one at a time, in phase order (the
+    LocalExecutor phases come last), so no cell shares the machine with another deployment."""
+    if tier.key != key:
+        started = time.monotonic()
+        tier.redeploy(_served(tier.cells, key), **CONFIGS[key])
+        SUMMARIES.append(
+            {
+                "scenario": f"matrix deployment start, {key} (replacing the other)",
+                "seconds": time.monotonic() - started,
+            }
+        )
+    return tier
+
+
 @pytest.fixture(scope="module")
 def side_by_side(tier: Tier) -> dict[str, CellResult]:
     """Every selected cell of the per-cell phases, run together once (the first phase test that needs
@@ -159,7 +190,7 @@ def side_by_side(tier: Tier) -> dict[str, CellResult]:
     phases = [p for p in PHASES_RUN if p in PER_CELL_PHASES]
     together = cells(faults=tuple(f for p in phases for f in PHASES[p]), systems=SYSTEMS_RUN)
     started = time.monotonic()
-    results = tier.run_phase(together, max_in_flight=IN_FLIGHT)
+    results = _on(tier, CELERY_DEPLOYMENT).run_phase(together, max_in_flight=IN_FLIGHT)
     SUMMARIES.append(
         {"scenario": f"side-by-side phases {', '.join(phases)}", "seconds": time.monotonic() - started}
     )
@@ -167,9 +198,11 @@ def side_by_side(tier: Tier) -> dict[str, CellResult]:
 
 
 def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> None:
+    elsewhere = sorted({deployment_of(c.fault) for c in phase_cells} - {tier.key})
+    assert not elsewhere, f"cells of {elsewhere} judged while the {tier.key} deployment runs"
     path = os.environ.get(RESULTS_ENV)
     if path:
-        write_results(Path(path), CONFIG_KEY, tier.describe(), results)
+        write_results(Path(path), tier.key, tier.describe(), results)
     by_id = {r.dag_id: r for r in results}
     missing = [c.dag_id for c in phase_cells if c.dag_id not in by_id]
     assert not missing, f"cells without a result: {missing}"
@@ -191,7 +224,7 @@ def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> No
         )
         if r.side == "upstream":
             continue  # measured, not judged (a harness error shows as "not measured" in the report)
-        before = committed_cell(CONFIG_KEY, r.dag_id)
+        before = committed_cell(deployment_of(r.fault), r.dag_id)
         if not r.durable_ok and (before is None or before.get("durable_ok")):
             # A regression against the committed results (or a new cell that does not keep the promise).
             # A cell committed as not measured/broken is reported, and fails once it was committed ok.
@@ -228,5 +261,6 @@ def test_matrix_phase(tier: Tier, phase: str, request: pytest.FixtureRequest) ->
         pool: dict[str, CellResult] = request.getfixturevalue("side_by_side")
         results = [pool[c.dag_id] for c in phase_cells if c.dag_id in pool]
     else:
-        results = tier.run_phase(phase_cells)
+        (key,) = {deployment_of(f) for f in PHASES[phase]}
+        results = _on(tier, key).run_phase(phase_cells)
     _check(tier, results, phase_cells)

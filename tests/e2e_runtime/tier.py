@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -37,9 +38,11 @@ from tests.e2e_runtime.matrix import (
     COMPLETE_HOLD_MARK,
     EXECUTION_TIMEOUT,
     FAULTS,
+    LOCAL_SCHEDULER_FAULTS,
     PER_TASK_FAULTS,
     POD_GRACE,
     POD_STOP_FAULTS,
+    SCHED_STOP_GRACE,
     STORE_DELAY,
     STORE_FAULTS,
     TASK_ID,
@@ -97,6 +100,10 @@ SETTINGS = {
     "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
     "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3600",
 }
+#: On a LocalExecutor deployment, on top of `SETTINGS`. The scheduler health threshold keeps its default: at
+#: 10 s a new scheduler whose loop lagged under load marked its own job failed and reset the tries its
+#: workers were running, which is a second, unplanned scheduler fault here.
+LOCAL_SETTINGS = {"AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "30"}
 
 
 @dataclass
@@ -123,6 +130,8 @@ class CellResult:
     error: str = ""
     #: The fault's log text (``Fault.log``) was in try 1's log (``None``: the fault names none).
     log_ok: bool | None = None
+    #: The durable task's XComs name its one job (``Fault.xcom_job``; ``None``: not checked).
+    xcom_job: bool | None = None
     #: Store faults: how many task-state-store calls of try 1 the proxy failed.
     store_failed: int = 0
     #: The commit the cell ran on.
@@ -148,6 +157,7 @@ class CellResult:
             and self.final_state == fault.final
             and self.untracked == 0
             and self.log_ok is not False
+            and self.xcom_job is not False
         )
 
 
@@ -180,17 +190,25 @@ class _Run:
     grace_until: float = 0.0
     after_grace: str = ""
     #: After a Celery shutdown: ((try, jobs), status reads) when that try was first seen waiting on a
-    #: running job among that many; two reads later it polls it (see stage ``s_after``).
-    watch: tuple[tuple[int, int], int] | None = None
+    #: running job among that many; two reads later it polls it (see stage ``s_after``). After a scheduler
+    #: stop: ((task instance id, try, jobs), status reads), stage ``r_again``.
+    watch: tuple[tuple[Any, ...], int] | None = None
+    #: The task instance id of the try the fault struck (a scheduler's reset gives the task a new one).
+    kill_ti: str = ""
 
 
 class Tier:
-    """One deployment (``database``/``executor``/``triggerers``) serving ``cells``; a context manager."""
+    """One deployment (``database``/``executor``/``triggerers``) serving ``cells``; a context manager.
+
+    The emulators know every cell of ``cells``; the deployment defines those of ``serve`` (default: all).
+    `redeploy` replaces the deployment by one of another configuration serving other cells, against the
+    same emulators: a run's second deployment costs only its own start."""
 
     def __init__(
         self,
         cells: Iterable[Cell],
         *,
+        serve: Iterable[Cell] | None = None,
         database: str = "postgres",
         executor: str = "celery",
         triggerers: int = 2,
@@ -198,14 +216,11 @@ class Tier:
         worker_concurrency: int = 4,
     ) -> None:
         self.cells = list(cells)
-        self.config = {"database": database, "executor": executor, "triggerers": triggerers}
-        self.deployment_args: dict[str, Any] = dict(
-            database=database,
-            executor=executor,
-            triggerers=triggerers,
-            celery_workers=celery_workers,
-            worker_concurrency=worker_concurrency,
-        )
+        self.served = self.cells if serve is None else list(serve)
+        if set(self.served) - set(self.cells):
+            raise ValueError("a Tier serves only cells its emulators know (`serve` within `cells`)")
+        self._configure(database, executor, triggerers, celery_workers, worker_concurrency)
+        self._emulator_env: dict[str, str] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="afd-runtime-tier-"))
         self.emulators: dict[str, EmulatorProcess] = {}
         self.dep: Deployment | None = None
@@ -214,7 +229,26 @@ class Tier:
         self._pg_lock = threading.Lock()
         #: Celery workers told to shut down: component -> (give up waiting at, processes of its session).
         self._stopping: dict[str, tuple[float, set[int]]] = {}
+        #: The session of a scheduler a failover SIGKILLed (``0``: none): its workers outlive it.
+        self._failed_over = 0
         self.commit = _commit()[:12]
+
+    def _configure(
+        self, database: str, executor: str, triggerers: int, celery_workers: int, worker_concurrency: int
+    ) -> None:
+        self.config = {"database": database, "executor": executor, "triggerers": triggerers}
+        self.deployment_args: dict[str, Any] = dict(
+            database=database,
+            executor=executor,
+            triggerers=triggerers,
+            celery_workers=celery_workers,
+            worker_concurrency=worker_concurrency,
+        )
+
+    @property
+    def key(self) -> str:
+        """The results key of this deployment's configuration (``postgres+celery``)."""
+        return f"{self.config['database']}+{self.config['executor']}"
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Tier:
@@ -233,19 +267,28 @@ class Tier:
         for system in systems:
             dag_ids = [c.dag_id for c in self.cells if c.system == system]
             self.emulators[system] = EmulatorProcess(system, dag_ids, self.tmp)
-        env = merge_environments([e.call("env") for e in self.emulators.values()], self.tmp)
+        self._emulator_env = merge_environments([e.call("env") for e in self.emulators.values()], self.tmp)
+        self._deploy(timeout)
+
+    def _deploy(self, timeout: float) -> None:
+        env = dict(self._emulator_env)
         env.update(SETTINGS)
-        env[CELLS_ENV] = ",".join(c.dag_id for c in self.cells)
-        if any(c.fault in AIRFLOW34_FAULTS for c in self.cells):
+        if self.config["executor"] == "local":
+            env.update(LOCAL_SETTINGS)
+            # One LocalExecutor worker per task running at once: a deployment-wide fault's batch holds every
+            # cell's try 1 (the Deployment's default is 3).
+            env["AIRFLOW__CORE__PARALLELISM"] = str(len(self.served) + 2)
+        env[CELLS_ENV] = ",".join(c.dag_id for c in self.served)
+        if any(c.fault in AIRFLOW34_FAULTS for c in self.served):
             # Every component clears (and the shim detects a clear) as Airflow 3.4 does; see airflow34/.
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(AIRFLOW34), env.get("PYTHONPATH")) if p)
         self.dep = Deployment(dags_folder=MATRIX_DAGS, extra_env=env, **self.deployment_args)
         # Every component reaches the execution API through the store-fault proxy.
         self.proxy = StoreProxy(self.dep.api_port, self._resolve_ti).start()
         self.dep.env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = self.proxy.url
-        self.dep.start(dag_ids=[c.dag_id for c in self.cells], timeout=timeout)
+        self.dep.start(dag_ids=[c.dag_id for c in self.served], timeout=timeout)
 
-    def stop(self) -> None:
+    def _stop_deployment(self) -> None:
         try:
             if self.dep is not None:
                 self.dep.stop(grace=5)
@@ -255,6 +298,37 @@ class Tier:
             if self._pg is not None:
                 with contextlib.suppress(Exception):
                     self._pg.close()
+                self._pg = None
+
+    def redeploy(
+        self,
+        serve: Iterable[Cell],
+        *,
+        database: str = "postgres",
+        executor: str = "local",
+        triggerers: int = 1,
+        celery_workers: int = 2,
+        worker_concurrency: int = 4,
+        timeout: float = 240,
+    ) -> None:
+        """Stop this deployment (every process of it, its servers) and start one of another configuration
+        that serves ``serve``, against the same emulators."""
+        served = list(serve)
+        if set(served) - set(self.cells):
+            raise ValueError("a Tier serves only cells its emulators know (`serve` within `cells`)")
+        old = self.dep
+        self._stop_deployment()
+        if old is not None and old.stray_pids():
+            raise AssertionError(f"a process of the {self.key} deployment outlived it: {old.stray_pids()}")
+        self.dep = self.proxy = None
+        self.served = served
+        self._configure(database, executor, triggerers, celery_workers, worker_concurrency)
+        self._deploy(timeout)
+
+    def stop(self) -> None:
+        try:
+            self._stop_deployment()
+        finally:
             for emulator in self.emulators.values():
                 emulator.stop()
             shutil.rmtree(self.tmp, ignore_errors=True)
@@ -380,8 +454,59 @@ class Tier:
             dep.kill_component("scheduler")
             time.sleep(2)
             dep.start_component("scheduler")
+        elif fault == "schedstop":
+            self._stop_scheduler()
+            dep.start_component("scheduler")
+        elif fault == "failover":
+            # The scheduler process alone: its LocalExecutor workers, each supervising a try, are orphaned
+            # and run on (a crashed scheduler; a standby takes over).
+            scheduler = dep.procs["scheduler"]
+            self._failed_over = scheduler.pid
+            os.kill(scheduler.pid, signal.SIGKILL)
+            scheduler.wait(timeout=30)
+            alive = len(dep.session_pids("scheduler"))
+            print(f"[tier] scheduler SIGKILLed; its session runs on: {alive} processes")
+            dep.start_component("scheduler")
         else:
             raise AssertionError(fault)
+
+    def _stop_scheduler(self) -> None:
+        """Stop the scheduler as systemd (``systemctl restart``) or the kubelet does: SIGTERM to its process
+        group (the scheduler and its LocalExecutor workers, which forward it to their tasks: each task's
+        process group is its own), then, once it exited or `SCHED_STOP_GRACE` ran out, SIGKILL of whatever
+        is left of its session (the service's control group, or the pod, ends with it)."""
+        assert self.dep is not None
+        scheduler = self.dep.procs["scheduler"]
+        stopped = time.monotonic()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(scheduler.pid, signal.SIGTERM)
+        try:
+            scheduler.wait(timeout=SCHED_STOP_GRACE)
+            how = f"exited ({scheduler.returncode}) after {time.monotonic() - stopped:.0f} s"
+        except subprocess.TimeoutExpired:
+            how = f"still running {SCHED_STOP_GRACE} s after the SIGTERM"
+        left = self.dep.session_pids("scheduler")
+        self._kill(left)
+        scheduler.wait(timeout=30)
+        print(f"[tier] scheduler {how}; SIGKILL what is left of its session: {sorted(left)}")
+        deadline = time.monotonic() + 30
+        while self.dep.session_pids("scheduler") and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def _end_failed_over(self) -> None:
+        """After a failover batch: what is left of the SIGKILLed scheduler's session (its idle LocalExecutor
+        workers wait on a queue nobody feeds) ends, as the failed scheduler's machine or container would."""
+        if not self._failed_over:
+            return
+        left = (
+            [pid for pid in self.dep.stray_pids() if self._alive_in_session(pid, self._failed_over)]
+            if self.dep
+            else []
+        )
+        if left:
+            print(f"[tier] left of the failed-over scheduler's session: {sorted(left)}: SIGKILL")
+        self._kill(left)
+        self._failed_over = 0
 
     def _left_of_pod(self, run: _Run) -> list[int]:
         """What a pod stop's SIGKILL strikes once its grace ended: the task process if it still runs, and
@@ -441,6 +566,8 @@ class Tier:
         fault = cell.fault
         if fault in ("trigkill", "schedrestart"):
             return "defer"
+        if fault in LOCAL_SCHEDULER_FAULTS:
+            return "l_poll"
         if fault in ("completekill", "podcomplete"):
             return "c_defer"
         if fault in ("clear", "markfailed", *AIRFLOW34_FAULTS):
@@ -515,12 +642,17 @@ class Tier:
                 states = self._states(ready)
                 for run in ready:
                     # After a kill the retry waits on the job; after a Celery shutdown the same try may.
-                    run.stage = {"celerykill": "retry", "warmstop": "s_after", "coldstop": "s_after"}.get(
-                        global_fault, "after"
-                    )
+                    run.stage = {
+                        "celerykill": "retry",
+                        "warmstop": "s_after",
+                        "coldstop": "s_after",
+                        "schedstop": "r_again",
+                        "failover": "r_again",
+                    }.get(global_fault, "after")
                     self._baseline(run, states[run.cell.dag_id])
             self._tend_stopping_workers()
             time.sleep(1.0)
+        self._end_failed_over()
         return [r.result for r in runs if r.result is not None]
 
     def _baseline(self, run: _Run, state: dict[str, Any]) -> None:
@@ -703,6 +835,33 @@ class Tier:
             elif state["status_reads"] >= run.watch[1] + 2:
                 run.untracked = running - 1
                 self._finish(run, state)
+        elif run.stage == "l_poll":  # a scheduler stop: try 1 polls its job, in a LocalExecutor worker
+            if self._waiting_on_job(run, ti, state) and self.dep.task_pid(ti.id):
+                run.kill_try, run.kill_ti = ti.try_number, ti.id
+                run.stage = "ready"
+            else:
+                self._ended_early(run, state)
+        elif run.stage == "r_again":  # after a scheduler stop: let the job end once the task polls it again
+            # Again: a reset task instance (a new id) or a later try, once the struck try's process is gone
+            # (a failover's old try polls on until its heartbeat is refused; its on_kill decides then). Reads
+            # of no running job never count, as in ``s_after``.
+            running = sum(1 for j in state["jobs"] if j["running"])
+            again = ti is not None and (ti.id != run.kill_ti or ti.try_number > run.kill_try)
+            if (
+                ti is None
+                or ti.state != "running"
+                or not running
+                or not again
+                or self.dep.task_pid(run.kill_ti)
+            ):
+                self._ended_early(run, state)
+                return None
+            seen = (ti.id, ti.try_number, len(state["jobs"]))
+            if run.watch is None or run.watch[0] != seen:
+                run.watch = (seen, state["status_reads"])
+            elif state["status_reads"] >= run.watch[1] + 2:
+                run.untracked = running - 1
+                self._finish(run, state)
         elif run.stage == "after":  # a component was replaced: the job is being waited on again
             if (
                 ti is not None
@@ -729,7 +888,7 @@ class Tier:
             self._collect(
                 run,
                 error=""
-                if run.stage in ("retry", "after", "s_after")
+                if run.stage in ("retry", "after", "s_after", "r_again")
                 else f"DAG run ended in stage {run.stage!r}",
             )
 
@@ -763,6 +922,7 @@ class Tier:
                 time.sleep(0.5)
         state = self._states([run])[cell.dag_id]
         history = [list(t) for t in self.dep.try_history(cell.dag_id, run.run_id, TASK_ID)]
+        xcoms = self.dep.xcoms(cell.dag_id, run.run_id, TASK_ID)
         if ti is not None:
             history.append([ti.try_number, ti.state])
         run.result = CellResult(
@@ -778,10 +938,11 @@ class Tier:
             untracked=run.untracked if run.untracked is not None else max(0, run.running_at_finish - 1),
             final_state=ti.state if ti else None,
             tries=history,
-            xcom_keys=sorted(self.dep.xcoms(cell.dag_id, run.run_id, TASK_ID)),
+            xcom_keys=sorted(xcoms),
             seconds=round(time.monotonic() - run.started, 1),
             error=error,
             log_ok=self._log_ok(run) if cell.side == "durable" else None,
+            xcom_job=_xcom_job(cell, self._job_ids(run), ti.state if ti else None, xcoms),
             store_failed=run.store_fault.failed if run.store_fault is not None else 0,
             commit=self.commit,
             job_starts=[round(float(j["started_at"]) - run.started_wall, 1) for j in state["jobs"]],
@@ -791,6 +952,13 @@ class Tier:
         if unexplained_jobs(asdict(run.result)) or run.result.reschedules:
             run.result.evidence = self._keep_evidence(run, state)
         run.stage = "done"
+
+    def _job_ids(self, run: _Run) -> list[str]:
+        """The full ids of the cell's jobs (``state`` shortens long ones), oldest first."""
+        if not FAULTS[run.cell.fault].xcom_job:
+            return []
+        ids = run.emulator.call("ids", dag_ids=[run.cell.dag_id])[run.cell.dag_id]
+        return [j["id"] for j in ids]
 
     def _reschedules(self, run: _Run) -> int:
         assert self.dep is not None
@@ -834,6 +1002,23 @@ class Tier:
     def task_logs(self, dag_id: str) -> str:
         assert self.dep is not None
         return self.dep.task_logs(dag_id, chars=3000)
+
+
+def _xcom_job(cell: Cell, ids: list[str], final: str | None, xcoms: dict[str, Any]) -> bool | None:
+    """Whether a durable task that ended ``success`` on one job (full ``ids`` of its jobs, from the
+    emulator) holds that job's id as an XCom value, an item of one, or a list's items joined by commas (an
+    EMR job is the steps one call added) (``None``: the fault does not ask, or the cell is not such a
+    task). Whole values only: a short numeric id is inside many a URL."""
+    if not FAULTS[cell.fault].xcom_job or cell.side != "durable" or final != "success" or len(ids) != 1:
+        return None
+    values: set[str] = set()
+    for value in xcoms.values():
+        if isinstance(value, list):
+            values.update(str(v) for v in value)
+            values.add(",".join(str(v) for v in value))
+        else:
+            values.add(str(value))
+    return ids[0] in values
 
 
 def _started(pid: int) -> str:

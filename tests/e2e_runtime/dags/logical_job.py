@@ -44,10 +44,6 @@ SPECS: dict[str, dict[str, Any]] = {
     "lj_zombie_sync_upstream": {"upstream": True, "deferrable": False, "retries": 1},
     "lj_triggerer_takeover": {},
     "lj_triggerer_takeover_upstream": {"upstream": True},
-    # a scheduler's graceful restart (LocalExecutor): its workers die with it, the scheduler resets the task
-    # instance (test_scheduler_restart.py)
-    "lj_sched_restart_sync": {"deferrable": False, "retries": 2},
-    "lj_sched_restart_sync_upstream": {"upstream": True, "deferrable": False, "retries": 2},
     # 4. execution_timeout while deferred
     "lj_exec_timeout": {"execution_timeout": 12},
     "lj_exec_timeout_upstream": {"upstream": True, "execution_timeout": 12},
