@@ -395,3 +395,60 @@ def test_the_jobs_page_installs_itself_and_one_setting_switches_it_off():
 
     assert sizes() == ([1, 1] if served else [0, 0])
     assert sizes(AIRFLOW__AIRFLOW_DURABLE__JOBS_PAGE="False") == [0, 0]
+
+
+# --------------------------------------------------------------------------- the testing extra
+# Every third-party module airflow_durable.testing imports, and what brings it to a user who installed
+# "airflow-durable[testing,<system>]". A new import fails the test below until it is listed here.
+_TESTING_IMPORTS = {
+    "trustme": ("testing", "trustme"),
+    "moto": ("testing", "moto"),
+    "databricks": ("testing", "databricks-sdk"),
+    # moto depends on both.
+    "boto3": ("requires", "moto"),
+    "botocore": ("requires", "moto"),
+    # The BigQuery contract reads the discovery document the google extra's provider brings.
+    "googleapiclient": ("requires", "apache-airflow-providers-google"),
+    # Optional: without it the loopback CA's bundle falls back to the system's (_tls._default_bundle).
+    "certifi": ("optional", ""),
+    # The pytest plugin runs inside the user's own pytest.
+    "pytest": ("optional", ""),
+    # Only in _openapi.main, the maintainers' tool that regenerates the contract files.
+    "yaml": ("optional", ""),
+}
+
+
+def _third_party_imports(package: Path) -> set[str]:
+    import ast
+
+    found = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            found |= {n.split(".")[0] for n in names}
+    return found - set(sys.stdlib_module_names) - {"airflow_durable", "__future__"}
+
+
+def _names(requirements: list[str] | None) -> set[str]:
+    from packaging.requirements import Requirement
+
+    return {Requirement(r).name.lower() for r in requirements or [] if "extra ==" not in r}
+
+
+def test_the_testing_extra_brings_what_the_emulators_import():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    testing = _names(extras["testing"])
+    assert _third_party_imports(ROOT / "airflow_durable" / "testing") == set(_TESTING_IMPORTS)
+    for module, (source, distribution) in _TESTING_IMPORTS.items():
+        dist = metadata.packages_distributions().get(module, [])
+        if source == "testing":
+            assert distribution in testing and distribution in dist, (module, dist, testing)
+        elif source == "requires":
+            assert _names(metadata.requires(distribution)) & {d.lower() for d in dist}, (module, distribution)
+    # The project's own suite installs it too.
+    assert "airflow-durable[testing]" in extras["test"]
