@@ -27,7 +27,7 @@ def test_published_hook_definition() -> None:
     assert check["types"] == ["python"]
     assert hooks["airflow-durable-migrate"]["stages"] == ["manual"]  # it edits files: opt-in only
     # The hook's environment is the package without an extra, which pulls no Airflow
-    # (tests/test_packaging.py installs the wheel that way and runs check).
+    # (make release-check, tests/release_check.py, installs the wheel that way and runs check).
     assert not any(h.get("additional_dependencies") for h in hooks.values())
 
 
