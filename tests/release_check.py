@@ -295,8 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     if not python:
         parser.error(f"--python {args.python}: not found")
     args.python = str(Path(python).absolute())
-    if args.constraints is not None and not args.constraints.is_file():
-        parser.error(f"--constraints {args.constraints}: no such file")
+    if args.constraints is not None:
+        if not args.constraints.is_file():
+            parser.error(f"--constraints {args.constraints}: no such file")
+        args.constraints = args.constraints.absolute()
 
     failed: list[str] = []
     started = time.monotonic()
