@@ -150,7 +150,8 @@ class _DatabricksRunAdapter(DurableJobEngine):
         return self.run_id
 
     def durable_resend(self, token: DurableToken) -> int:
-        sent_token, payload = self.__dict__.get("_durable_sent") or (None, {})
+        sent: tuple[str | None, dict[str, Any]] = self.__dict__.get("_durable_sent") or (None, {})
+        sent_token, payload = sent
         # Only a run the engine's own token names: a token of the user's own may name another DAG run's.
         if sent_token != token.text or payload.get("idempotency_token") != token.text:
             raise NotImplementedError(f"task {self.task_id} sent no run-now with token {token.text}")
