@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -307,9 +308,106 @@ def test_importing_an_operator_without_airflow_names_the_extras():
     assert 'pip install "airflow-durable[<extra>]"' in last and "databricks, snowflake" in last
 
 
-# The install itself (a fresh virtualenv with the wheel and its core dependencies, no Airflow: the
-# pre-commit hook's case) needs the package registry or uv's cache, so it runs in `make release-check`
-# (tests/release_check.py), not here. What is checked here is that its checks can fail.
+def _uv() -> str | None:
+    bootstrapped = ROOT / ".venv-tools" / "bin" / "uv"  # the Makefile's
+    return str(bootstrapped) if bootstrapped.exists() else shutil.which("uv")
+
+
+def _pins() -> str:
+    """This environment's versions as uv constraints: the fresh install resolves what this suite ran."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    frozen = subprocess.run(
+        [_uv() or "uv", "pip", "freeze", "--python", sys.executable],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout.splitlines()
+    # An editable or direct-URL install (this checkout) is no pin a registry can serve.
+    return "\n".join(line for line in frozen if "==" in line and " @ " not in line) + "\n"
+
+
+# uv's own words for a registry it could not reach (DNS, refused or reset connections, no route).
+_UNREACHABLE = re.compile(
+    r"dns error|failed to lookup address|Connection refused|tcp connect error|Network is unreachable"
+    r"|error sending request for url|client error \(Connect\)|operation timed out",
+    re.IGNORECASE,
+)
+
+
+def test_the_wheel_installs_without_airflow_and_check_runs(wheel: Path, tmp_path: Path):
+    """The pre-commit hook's case: a fresh environment with the wheel and its core dependencies only.
+
+    uv installs them at this environment's versions and downloads from the package registry whatever
+    its cache lacks, so the test passes on a fresh HOME with an empty cache as on a warm one.
+    """
+    uv = _uv()
+    if uv is None:
+        pytest.skip("no uv (make bootstraps it into .venv-tools/)")
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_NO_PROGRESS": "1",
+        "COLUMNS": "200",
+    }
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, env=env, timeout=120
+    )
+    python = venv / "bin" / "python"
+    pins = tmp_path / "pins.txt"
+    pins.write_text(_pins(), encoding="utf-8")
+    installed = subprocess.run(
+        [uv, "pip", "install", "--python", str(python), "--constraints", str(pins), str(wheel)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    if installed.returncode != 0 and _UNREACHABLE.search(installed.stderr):
+        pytest.skip(f"the package registry is unreachable: {installed.stderr.strip().splitlines()[-1]}")
+    assert installed.returncode == 0, "uv could not install the wheel\n" + installed.stderr[-3000:]
+    assert "apache-airflow" not in installed.stderr and "+ airflow-durable==" in installed.stderr
+    absent = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print(u.find_spec('airflow'))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert absent.stdout.strip() == "None", absent.stdout + absent.stderr
+
+    exe = str(venv / "bin" / "airflow-durable")
+    corpus = ROOT / "tests" / "lint" / "corpus"
+    found = subprocess.run(
+        [exe, "check", "tp_adr002_watermark.py", "la_values.py", "--isolated"],
+        capture_output=True,
+        text=True,
+        cwd=corpus,
+        env=env,
+        timeout=120,
+    )
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert found.stdout.startswith("tp_adr002_watermark.py:15:9 ADR002 ")
+    assert found.stdout.splitlines()[-1].startswith("2 finding(s) in 2 file(s) checked")
+    clean = subprocess.run(
+        [exe, "check", "la_values.py", "--isolated", "-q"],
+        capture_output=True,
+        text=True,
+        cwd=corpus,
+        env=env,
+        timeout=120,
+    )
+    assert clean.returncode == 0 and clean.stdout == "", clean.stdout + clean.stderr
+    demo = subprocess.run(
+        [exe, "demo", "--format", "json"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert demo.returncode == 1 and json.loads(demo.stdout)["ok"] is False, demo.stdout + demo.stderr
+    assert "Apache Airflow is not installed" in demo.stderr
+
+
+# make release-check (tests/release_check.py) also installs the wheel built from the sdist, with [all]
+# too, and runs the demo; its sdist checks run here, so that it is known they can fail.
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _build(tmp_path_factory.mktemp("sdist"), "sdist")[".gz"]
