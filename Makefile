@@ -18,6 +18,9 @@
 #                      needs the Debian packages postgresql and redis-server
 #   make reliability   the whole matrix in one run (~40 min on 2 cores), then rewrite docs/reliability.json
 #                      and docs/reliability.md from it
+#   make release-check build the sdist and wheel into build/release/, check what they hold, install the
+#                      wheel into fresh virtualenvs outside the checkout ([all], and no extra) and try it:
+#                      imports, --version, check, the demo (tests/release_check.py)
 #   make clean         remove every env, the uv bootstrap and the per-env AIRFLOW_HOMEs
 #
 # Needs only python3.11 with pip: uv is bootstrapped with pip into .venv-tools/.
@@ -225,3 +228,12 @@ bench: $(call venv_of,$(MAIN))/.synced
 # (gitignored): it never touches the published report.
 bench-quick: $(call venv_of,$(MAIN))/.synced
 	nice -n 10 $(call venv_of,$(MAIN))/bin/python -m bench --quick --out build/bench-quick $(BENCH_ARGS)
+
+# --- release check (tests/release_check.py) ---------------------------------------------------
+# The distributions as users get them: built from the checkout (the wheel from the sdist), installed by
+# uv into temporary virtualenvs outside it (removed afterwards), pinned to the main env's lock and
+# tried there. Installs reuse uv's cache and download what it lacks.
+.PHONY: release-check
+release-check: $(call venv_of,$(MAIN))/.synced | $(UV)
+	nice -n 10 $(call venv_of,$(MAIN))/bin/python -m tests.release_check --uv "$(UV)" --python "$(PYTHON)" \
+		--constraints requirements/airflow-$(MAIN).txt --out build/release

@@ -360,6 +360,20 @@ def test_the_quick_start_is_make_demo_and_make_test():
     ]
 
 
+def test_what_the_quick_start_says_make_test_runs_is_what_it_runs():
+    """`make test` deselects the reliability matrix: no page may call it every test."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    pytest_args = re.search(r"^PYTEST_ARGS \?= (.*)$", makefile, re.M)
+    assert pytest_args and '-m "not reliability"' in pytest_args[1], "update this test and the pages"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quickstart = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    for page, text in (("README.md", _section(readme, "## Try it")), ("docs/quickstart.md", quickstart)):
+        (line,) = [x for x in text.splitlines() if x.startswith("make test ")]
+        assert "every test" not in line or "but the reliability matrix" in line, (page, line)
+        assert "make reliability" in text, page
+        assert "whole suite" not in text and "runs every test\n" not in text, page
+
+
 def test_the_readme_first_screen_sells_and_orients():
     """What it is, how to install it, the one-line change and what it changes: in the first 40 lines."""
     first = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:40]

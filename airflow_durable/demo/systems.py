@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,6 +148,11 @@ class DemoBackend:
         self.job_ids = dict(job_ids or {})
         module, _, name = str(system.data["emulator"]).rpartition(".")
         emulator_class = getattr(importlib.import_module(module), name)
+        # The demo's emulator serves a demonstration, not a user's test: where a contract library is not
+        # installed (databricks-sdk is not in the databricks extra) it serves unchecked, without a warning.
+        from airflow_durable.testing.contracts import ContractUnavailableWarning
+
+        warnings.filterwarnings("ignore", category=ContractUnavailableWarning)
         # The running state is sticky: a job runs until the demo ends it (after Airflow's retry).
         self.emulator: Any = emulator_class(lifecycle=list(system.data["running"])).start()
         self._holds: dict[str, Any] = {}

@@ -85,10 +85,10 @@ class LoopbackCA:
     ) -> None:
         try:
             import trustme
-        except ImportError:  # a test extra: the HTTPS emulators (Snowflake, dbt Cloud) need it
+        except ImportError:  # the testing extra: the HTTPS emulators (Snowflake, dbt Cloud) need it
             raise ImportError(
-                "the HTTPS emulators need trustme for their loopback CA: pip install 'airflow-durable[test]' "
-                "(or pip install trustme)"
+                "the HTTPS emulators need trustme for their loopback CA: "
+                'pip install "airflow-durable[testing]"'
             ) from None
 
         if not hostnames:

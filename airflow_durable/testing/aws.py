@@ -192,7 +192,13 @@ class MotoServer:
             if self._server is None:
                 import logging
 
-                from moto.server import ThreadedMotoServer
+                try:
+                    from moto.server import ThreadedMotoServer
+                except ImportError as err:  # the testing extra brings moto[server]
+                    raise ImportError(
+                        f"the AWS emulators serve through moto's server ({err}): "
+                        'pip install "airflow-durable[testing]"'
+                    ) from err
 
                 # werkzeug logs every request to stderr; the emulators keep their own request log.
                 logging.getLogger("werkzeug").setLevel(logging.ERROR)

@@ -214,3 +214,91 @@ def test_an_aws_token_window_lapses(redshift_data_emulator):
     assert client.execute_statement(**kwargs)["Id"] == first
     redshift_data_emulator.forget_token("afd-w")
     assert client.execute_statement(**kwargs)["Id"] != first
+
+
+# --------------------------------------------------------------------------- a contract's library missing
+# Each case runs in a fresh interpreter where the contract's library cannot be imported (``None`` in
+# sys.modules, as Python treats a module that is absent), so the process-wide caches start empty.
+_MISSING = {
+    # system: (emulator class, the library's top-level module, a request: method, path, body)
+    "databricks": ("DatabricksEmulator", "databricks", ("GET", "/api/2.2/jobs/list", None)),
+    "bigquery": (
+        "BigQueryEmulator",
+        "googleapiclient",
+        ("POST", "/bigquery/v2/projects/p/jobs", {"configuration": {"query": {"query": "x"}}}),
+    ),
+}
+_PROBE = """
+import json, os, sys, warnings, urllib.error, urllib.request
+sys.modules[{module!r}] = None
+os.environ[{env!r}] = {start_mode!r}
+warnings.simplefilter("always")
+from airflow_durable.testing import {cls}
+from airflow_durable.testing import contracts
+out = {{}}
+try:
+    emulator = {cls}().start()
+except contracts.ContractViolation as err:
+    print(json.dumps({{"raised": str(err)}}))
+    raise SystemExit(0)
+os.environ[{env!r}] = {then_mode!r}
+method, path, body = {call!r}
+statuses = []
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for _ in range(2):
+        request = urllib.request.Request(
+            emulator.url + path, method=method, data=None if body is None else json.dumps(body).encode(),
+            headers={{"Authorization": "Bearer " + getattr(emulator, "token", ""),
+                     "Content-Type": "application/json"}},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                statuses.append(answer.status)
+        except urllib.error.HTTPError as err:
+            statuses.append(err.code)
+            out["body"] = err.read().decode()
+emulator.stop()
+out["statuses"] = statuses
+out["warnings"] = [f"{{w.category.__name__}}: {{w.message}}" for w in caught]
+out["violations"] = [str(v) for v in contracts.strict_failures()]
+print(json.dumps(out))
+"""
+
+
+def _without_library(system: str, start_mode: str, then_mode: str) -> dict[str, Any]:
+    import subprocess
+    import sys
+
+    cls, module, call = _MISSING[system]
+    code = _PROBE.format(
+        module=module, env=contracts.ENV, start_mode=start_mode, then_mode=then_mode, cls=cls, call=call
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("system", sorted(_MISSING))
+def test_strict_mode_refuses_to_start_an_emulator_whose_contract_library_is_missing(system):
+    found = _without_library(system, "strict", "strict")
+    assert "raised" in found, found
+    assert f"the {system} emulator cannot check its service's contract" in found["raised"]
+    assert 'pip install "airflow-durable[testing]"' in found["raised"]
+
+
+@pytest.mark.parametrize("system", sorted(_MISSING))
+def test_strict_mode_fails_each_call_when_switched_on_after_the_start(system):
+    found = _without_library(system, "record", "strict")
+    assert found["statuses"] == [500, 500], found
+    assert "cannot check its service's contract" in found["body"], found
+    assert len(found["violations"]) == 2 and 'airflow-durable[testing]"' in found["violations"][0], found
+
+
+@pytest.mark.parametrize("system", sorted(_MISSING))
+def test_record_mode_serves_unchecked_and_warns_once(system):
+    found = _without_library(system, "record", "record")
+    assert all(status < 300 for status in found["statuses"]), found
+    assert found["violations"] == []
+    (warning,) = found["warnings"]
+    assert warning.startswith("ContractUnavailableWarning: the ") and "[testing]" in warning, warning

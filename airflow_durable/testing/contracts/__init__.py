@@ -26,9 +26,11 @@ Modes (environment variable ``AIRFLOW_DURABLE_EMULATOR_CONTRACTS``):
     ones). A route the emulator serves without declaring it in `airflow_durable.testing.contracts.routes`
     is a violation too, so the fidelity page (``docs/dev/emulator-fidelity.md``) stays complete.
 
-The libraries a contract needs are loaded once per process, on first use; a contract whose library is
-not installed checks nothing and says so in `Contract.available`. This package imports nothing from
-Airflow.
+The libraries a contract needs (``pip install "airflow-durable[testing]"``) are loaded once per process, on
+first use. Where one is missing (`Contract.available` says which), strict mode fails: starting the
+emulator raises `ContractViolation`, and a request it serves is answered with a 500 naming the library
+and recorded as a violation. Record mode serves such an emulator unchecked and warns once per system
+(`ContractUnavailableWarning`). This package imports nothing from Airflow.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
@@ -46,6 +49,7 @@ __all__ = [
     "ENV",
     "Contract",
     "ContractGuard",
+    "ContractUnavailableWarning",
     "ContractViolation",
     "Problem",
     "Violation",
@@ -71,6 +75,14 @@ def mode() -> str:
 
 class ContractViolation(AssertionError):
     """An emulator broke its service's published contract (or was sent a request the service rejects)."""
+
+
+class ContractUnavailableWarning(UserWarning):
+    """Record mode: an emulator serves unchecked because its contract's library is not installed."""
+
+
+#: What installs every contract's library (the emulators' own needs too).
+INSTALL_HINT = 'pip install "airflow-durable[testing]"'
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,8 @@ _expecting = 0
 _answering = 0
 #: ``(system, operation) -> what it was validated against`` for every call served since the process began.
 _seen: dict[tuple[str, str], str] = {}
+#: Systems whose missing contract library record mode already warned about (once per process).
+_warned_unavailable: set[str] = set()
 
 
 def violations() -> list[Violation]:
@@ -201,6 +215,40 @@ class ContractGuard:
     declared: frozenset[str] | None = None
     violations: list[Violation] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # Strict mode promises that every answer was checked: an emulator that could check nothing must
+        # not start, rather than pass every test unchecked.
+        missing = self.contract.available
+        if missing is not None and mode() == "strict":
+            raise ContractViolation(self._unavailable_message(missing))
+
+    def _unavailable_message(self, missing: str) -> str:
+        return (
+            f"{ENV}=strict, but the {self.contract.system} emulator cannot check its service's contract: "
+            f"{missing}. Install it ({INSTALL_HINT}), or set {ENV}=record to serve unchecked"
+        )
+
+    def _unavailable(self, missing: str, request: Request) -> Response | None:
+        """A request to an emulator whose contract cannot be checked: strict fails it, record warns once."""
+        if mode() != "strict":
+            with _lock:
+                first = self.contract.system not in _warned_unavailable
+                _warned_unavailable.add(self.contract.system)
+            if first:
+                warnings.warn(
+                    f"the {self.contract.system} emulator serves without checking its service's contract: "
+                    f"{missing} ({INSTALL_HINT})",
+                    ContractUnavailableWarning,
+                    stacklevel=2,
+                )
+            return None
+        # The mode was switched to strict after the emulator started: fail this call and the test.
+        message = self._unavailable_message(missing)
+        violation = self._violation(
+            f"{request.method} {request.path}", "request", [Problem("", message, rejects=False)]
+        )
+        return self.reject(500, str(violation))
+
     def _violation(self, operation: str, direction: Direction, problems: list[Problem]) -> Violation:
         found = _record(
             Violation(
@@ -220,8 +268,11 @@ class ContractGuard:
 
     def before(self, request: Request) -> Response | None:
         """Check a request before the emulator handles it; an answer here replaces the handler's."""
-        if mode() == "off" or self.contract.available is not None:
+        if mode() == "off":
             return None
+        missing = self.contract.available
+        if missing is not None:
+            return self._unavailable(missing, request)
         operation = self.contract.operation(request)
         if operation is None:
             return None
