@@ -48,7 +48,7 @@ from airflow_durable import catalogue
 from airflow_durable.engine.identity import tokens_in
 from tests.harness import WorkerCrash
 from tests.model import airflow_side as af
-from tests.model.coop import Actor, Coop, park_async
+from tests.model.coop import Actor, Coop, interruptible_reads, park_async
 from tests.model.systems import (
     EmulatorHost,
     atoms,
@@ -305,6 +305,8 @@ class World:
         self._saved_sleep = asyncio.sleep
         asyncio.sleep = self._sleep_gate  # type: ignore[assignment]
         self._install_clock()
+        self._reads = interruptible_reads()
+        self._reads.__enter__()
         return self
 
     # ------------------------------------------------------------------ the clock
@@ -412,6 +414,7 @@ class World:
             task_runner.SUPERVISOR_COMMS = self._saved_comms
             asyncio.sleep = self._saved_sleep  # type: ignore[assignment]
             self._remove_clock()
+            self._reads.__exit__(None, None, None)
             self.host.gate = None
             self.host.seen = None
 
