@@ -533,6 +533,12 @@ class DurableJobEngine:
             self._cancel_quietly(external_id, "on kill")
             return
         stop, knowledge = self._stop_reason()
+        if stop is Stop.TIMEOUT and (external_id is not None or sending is not None):
+            # Who owns the job is asked only now: a scheduler's reset since the timeout superseded this try,
+            # and a reset is not a clear, whatever the deadline: the reset's try carries on with the job.
+            knowledge = self._knowledge()
+            if self._reset_since(knowledge):
+                stop = Stop.RESET
         if not stop.ends_job:
             self._leave_on_stop(stop, external_id, sending)
             return
@@ -589,6 +595,15 @@ class DurableJobEngine:
             wrote_record=self._durable_intent_token is not None or self._durable_written is not None,
         )
         return stop, knowledge
+
+    def _reset_since(self, knowledge: Knowledge) -> bool:
+        """Whether a scheduler reset the task instance since this try began (`stop_reason`'s rule): its
+        record reads "not found" with its own id, the task has no state, and the run's clear count is the
+        one this try began with (every clear raises it)."""
+        if knowledge.read is not Read.NOT_FOUND or knowledge.task_state is not None:
+            return False
+        clear_number = self._run_clear_number()
+        return clear_number is not None and clear_number == self._me().clear_number
 
     def _run_clear_number(self) -> int | None:
         me = self._me()

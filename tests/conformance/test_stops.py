@@ -129,6 +129,28 @@ def test_a_scheduler_reset_is_not_a_clear(case, emulator, deferrable):
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
+def test_a_scheduler_reset_before_a_timed_out_try_asks_is_not_a_clear(case, emulator, deferrable):
+    """The try's execution_timeout runs out, and a new scheduler resets the task instance before the
+    timeout's on_kill (``_run_execute_callable``'s ``except``) asks Airflow: the try is superseded, its record
+    reads "not found" and the task has no state, as after a clear, but the run's clear_number is unchanged.
+    The reset's try carries on with the logical job, so on_kill leaves the job and that try reconnects."""
+    from airflow.sdk.exceptions import AirflowTaskTimeout
+
+    runner = submitted_then_stopping(case, emulator, deferrable)
+    (job,) = job_ids(case, emulator)
+    old_try = runner.last_operator
+    runner.reset()
+    try:
+        raise AirflowTaskTimeout("Timeout")
+    except AirflowTaskTimeout:
+        old_try.on_kill()
+    assert not cancelled(case, emulator, job), "a scheduler's reset after a timeout was taken for a clear"
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert job_ids(case, emulator) == [job]
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
 def test_no_answer_from_airflow_leaves_the_job(case, emulator, deferrable, task_logs):
     """SIGTERM while the execution API does not answer (its restart): the stop may be a shutdown, so the job
     is left, recorded; the retry reconnects."""

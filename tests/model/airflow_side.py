@@ -231,6 +231,8 @@ class ModelComms:
         #: (actor, key, value) of every effective write, in order.
         self.writes: list[tuple[Any, str, Any]] = []
         self.on_write: Any = None
+        #: Called with the actor whenever a call takes effect (before it is answered).
+        self.on_call: Any = None
 
     # The real channel's ``send`` (and the triggerer's ``asend``) take one message and answer it.
     def send(self, msg: Any) -> Any:
@@ -268,6 +270,8 @@ class ModelComms:
         park = self.coop.park(kind, getattr(msg, "key", "") or name)
         if park.refused:
             raise WorkerCrash(f"{getattr(actor, 'name', '?')} died before {name}")
+        if self.on_call is not None:
+            self.on_call(actor)
 
         def api_error(status: int, message: str) -> AirflowRuntimeError:
             return AirflowRuntimeError(

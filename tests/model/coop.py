@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,15 +175,27 @@ class Coop:
         """A signal handler raises ``error`` in the parked actor (SIGALRM's ``AirflowTaskTimeout``): the call
         it is parked at never takes effect, and ``error`` comes out where the actor waits for it. A channel
         call parks on the actor's own thread and raises it there; a request parks in the server thread, so
-        it is refused and ``error`` is raised asynchronously in the actor's thread, which is blocked in the
-        client's socket read and meets it at its next bytecode, as a signal's exception does."""
+        it is refused and ``error`` comes out of the actor's read of that refusal (`interruptible_reads`),
+        as a signal's exception comes out of the socket read it interrupted."""
         park = actor.parked
         if park is None:
             raise ModelError(f"{actor.name} is not parked")
         if park.kind == "http":
-            assert actor.thread is not None
-            _async_raise(actor.thread, type(error))
-            self._run(actor, kick=lambda: park.release(refused=True))
+            # Not an asynchronous exception: the actor's thread may still be running the client's code
+            # between its send and its read (the server parks as soon as it has the request), so one would
+            # land at a bytecode that depends on timing, and the actor could reach its next gate before
+            # `_run` marks it running. The read raises it instead, once the refusal arrives.
+            assert actor.thread is not None and actor.thread.ident is not None
+            if socket.SocketIO.readinto is not _interruptible_readinto:
+                raise ModelError("interrupting a request needs `interruptible_reads()` installed")
+            ident = actor.thread.ident
+            _READ_INTERRUPTS[ident] = error
+            try:
+                self._run(actor, kick=lambda: park.release(refused=True))
+            finally:
+                unread = _READ_INTERRUPTS.pop(ident, None)
+            if unread is not None and not actor.done:
+                raise ModelError(f"{actor.name} went on without reading the answer to {park.detail}")
             return
         park.interrupt = error
         self._run(actor, kick=park.release)
@@ -287,6 +300,34 @@ async def park_async(coop: Coop, kind: str, detail: str) -> Park:
         coop._cond.notify_all()
     await future
     return park
+
+
+#: Errors a thread's next read of an answer raises (`Coop.interrupt` of a request), by thread id.
+_READ_INTERRUPTS: dict[int, BaseException] = {}
+_plain_readinto = socket.SocketIO.readinto
+
+
+def _interruptible_readinto(self: socket.SocketIO, b: Any) -> int | None:
+    try:
+        return _plain_readinto(self, b)
+    finally:
+        error = _READ_INTERRUPTS.pop(threading.get_ident(), None)
+        if error is not None:
+            raise error
+
+
+@contextlib.contextmanager
+def interruptible_reads() -> Iterator[None]:
+    """While open, a `Coop.interrupt` of an actor parked at a request raises its error out of the actor's
+    read of the answer (``socket.SocketIO.readinto``: http.client's, under requests, urllib3 and botocore),
+    as a signal handler's exception comes out of the read it interrupted (EINTR, then the handler runs
+    inside the read). Only a thread with an interrupt pending is affected."""
+    socket.SocketIO.readinto = _interruptible_readinto  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        socket.SocketIO.readinto = _plain_readinto  # type: ignore[method-assign]
+        _READ_INTERRUPTS.clear()
 
 
 def _async_raise(thread: threading.Thread, exc: type[BaseException]) -> None:

@@ -1041,6 +1041,54 @@ def deferral_timeout_then_retry(world: World) -> str | None:
     return None
 
 
+def scheduler_restart_after_the_execution_timeout(world: World) -> str:
+    """Try 1 (``execution_timeout`` 10 min) polls its job; an hour passes: SIGALRM, and the main thread's
+    ``on_kill`` is about to ask Airflow; then a LocalExecutor scheduler restart forwards SIGTERM, whose
+    ``on_kill`` runs first while Airflow still shows the try running. Past the deadline a stop is a timeout
+    (``_stop_reason``), so that ``on_kill`` ends the job, as the timeout requires (5): the try fails by its
+    timeout whatever the shutdown. ``make explore`` found it on Snowflake; the model counted that cancel as
+    a shutdown's until it exempted a timed-out try."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    job = job_of(world, p1)
+    act(world, "time_passes", "3600 s pass", lambda: world.time_passes(3600))
+    assert p1.timed_out and p1.timed_out_owning, world.log
+    act(
+        world, "scheduler_restart", "the scheduler restarts (local)", lambda: world.scheduler_restart("local")
+    )
+    assert p1.stop == "shutdown" and p1.killer is not None, world.log
+    until_killer_done(world, p1)
+    assert not world.active(job) and cancelled_by(world, job), world.log
+    until_exit(world, p1)
+    assert p1.outcome == "failed", world.log
+    return "4:shutdown-on-kill-cancels-tracked-job"
+
+
+def scheduler_reset_between_the_timeout_and_its_on_kill(world: World) -> str:
+    """The same, but the new scheduler resets the task instance (a new id, no state) before either
+    ``on_kill`` asks Airflow: both read "not found" (the try is superseded) and leave the job, which the
+    reset's new try, a try of the same logical job, reconnects to. The timed-out try no longer owned the
+    job when it could act, so (5) does not hold it to end it; ``make explore`` found it on Snowflake when
+    the model judged ownership at the alarm."""
+    p1 = start(world)
+    until_waiting(world, p1)
+    job = job_of(world, p1)
+    act(world, "time_passes", "3600 s pass", lambda: world.time_passes(3600))
+    assert p1.timed_out and p1.timed_out_owning, world.log
+    act(
+        world, "scheduler_restart", "the scheduler restarts (local)", lambda: world.scheduler_restart("local")
+    )
+    act(world, "reset_orphans", "new scheduler: adopt_or_reset_orphaned_tasks", world.reset_orphans)
+    until_killer_done(world, p1)
+    until_exit(world, p1)
+    assert not p1.timed_out_owning and world.active(job) and world.named(job), world.log
+    assert world.db.ti is not None and world.db.ti.state == af.NONE, world.log
+    p2 = start(world)
+    until_waiting(world, p2)
+    _reconnected(world, p1, p2)
+    return "5:timeout-left-job"
+
+
 SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     "worker_shutdown_then_the_retry_reconnects": (
         worker_shutdown_then_the_retry_reconnects,
@@ -1094,6 +1142,14 @@ SCENARIOS: dict[str, tuple[Callable[[World], str | None], dict[str, Any]]] = {
     "deferral_timeout_then_retry": (
         deferral_timeout_then_retry,
         {"deferrable": True, "retries": 1, "execution_timeout": 3600.0},
+    ),
+    "scheduler_restart_after_the_execution_timeout": (
+        scheduler_restart_after_the_execution_timeout,
+        {"deferrable": False, "retries": 1, "execution_timeout": 600.0},
+    ),
+    "scheduler_reset_between_the_timeout_and_its_on_kill": (
+        scheduler_reset_between_the_timeout_and_its_on_kill,
+        {"deferrable": False, "retries": 1, "execution_timeout": 600.0},
     ),
     "clear_of_deferred_reaches_new_deferral": (
         clear_of_deferred_reaches_new_deferral,

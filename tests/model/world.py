@@ -48,7 +48,7 @@ from airflow_durable import catalogue
 from airflow_durable.engine.identity import tokens_in
 from tests.harness import WorkerCrash
 from tests.model import airflow_side as af
-from tests.model.coop import Actor, Coop, park_async
+from tests.model.coop import Actor, Coop, interruptible_reads, park_async
 from tests.model.systems import (
     EmulatorHost,
     atoms,
@@ -130,8 +130,11 @@ class Process:
     armed: bool = False
     #: The alarm fired: AirflowTaskTimeout raised in the main thread, which runs ``on_kill`` and fails.
     timed_out: bool = False
-    #: When the alarm fired, the try was the owner (current id, RUNNING, its logical job current).
+    #: When the alarm fired, the try was the owner (current id, RUNNING, its logical job current), and
+    #: still was when its ``on_kill`` first asked Airflow (`World._on_channel_call`).
     timed_out_owning: bool = False
+    #: The timed-out main thread made its first supervisor-channel call (its ``on_kill``'s first question).
+    timeout_asked: bool = False
     xcoms: dict[str, Any] = field(default_factory=dict)
     store_faults_hit: int = 0
     writes: int = 0  # successful task-state-store writes
@@ -266,6 +269,7 @@ class World:
         self.db = af.AirflowDB(retries=retries, trigger_ids=trigger_ids, clear_on_success=clear_on_success)
         self.comms = af.ModelComms(self.coop, self.db)
         self.comms.on_write = self._on_store_write
+        self.comms.on_call = self._on_channel_call
         self.triggerers = {name: Triggerer(name) for name in ("t1", "t2")}
         self.processes: list[Process] = []
         self.instances: list[TriggerInstance] = []
@@ -305,6 +309,8 @@ class World:
         self._saved_sleep = asyncio.sleep
         asyncio.sleep = self._sleep_gate  # type: ignore[assignment]
         self._install_clock()
+        self._reads = interruptible_reads()
+        self._reads.__enter__()
         return self
 
     # ------------------------------------------------------------------ the clock
@@ -380,13 +386,25 @@ class World:
 
         assert process.main is not None
         process.timed_out = True
-        ti = self.db.ti
-        process.timed_out_owning = (
-            ti is not None and ti.id == process.ti_id and ti.state == af.RUNNING and process.lj == self.lj
-        )
+        process.timed_out_owning = self._owns(process)
         self.log.append(f"    SIGALRM {process.name}: execution_timeout ran out, on_kill on the main thread")
         main = process.main
         self._drive(lambda: self.coop.interrupt(main, AirflowTaskTimeout()), main)
+
+    def _owns(self, process: Process) -> bool:
+        """The try owns its logical job: its id current, RUNNING, its logical job the current one."""
+        ti = self.db.ti
+        return ti is not None and ti.id == process.ti_id and ti.state == af.RUNNING and process.lj == self.lj
+
+    def _on_channel_call(self, actor: Any) -> None:
+        """A supervisor-channel call takes effect. A timed-out try's first is its ``on_kill``'s first question
+        to Airflow: if a scheduler's reset, a clear, a mark or a deleted run superseded the try between the
+        alarm and that question, the try cannot prove it owns the job (its record reads "not found"), and
+        the job is the next owner's to end or adopt (invariants 2 and 3), not the timed-out try's (5)."""
+        owner = getattr(actor, "owner", None)
+        if isinstance(owner, Process) and actor is owner.main and owner.timed_out and not owner.timeout_asked:
+            owner.timeout_asked = True
+            owner.timed_out_owning = owner.timed_out_owning and self._owns(owner)
 
     async def _sleep_gate(self, delay: float, result: Any = None) -> Any:
         """A provider trigger's poll interval, on a trigger's thread: a gate, so a cancellation can land
@@ -412,6 +430,7 @@ class World:
             task_runner.SUPERVISOR_COMMS = self._saved_comms
             asyncio.sleep = self._saved_sleep  # type: ignore[assignment]
             self._remove_clock()
+            self._reads.__exit__(None, None, None)
             self.host.gate = None
             self.host.seen = None
 
@@ -1888,8 +1907,11 @@ class World:
         ):
             # A stop from outside the task's lifecycle is not a cancel (DESIGN §8, "Stopped is not
             # cancelled"): while Airflow still shows the try running, or shows the scheduler's reset of it
-            # (no state, the same clear_number), on_kill leaves the job to the next try.
-            still = ti.id == owner.ti_id and ti.state == af.RUNNING
+            # (no state, the same clear_number), on_kill leaves the job to the next try. Not once the try's
+            # execution_timeout ran out while Airflow shows it running: the try fails by it whatever the
+            # shutdown, and the timeout ends the generation (5), so an on_kill past the deadline ends the
+            # job (the engine's `_stop_reason`). A reset still hands the job to the reset's try.
+            still = ti.id == owner.ti_id and ti.state == af.RUNNING and not owner.timed_out
             reset = owner.reset_to == ti.id and ti.state in (af.NONE, af.SCHEDULED, af.QUEUED)
             if still or reset:
                 held = "tracked" if self.named(job) else "held"
