@@ -237,6 +237,16 @@ NO_LOOKUP: dict[str, str] = {
 #: What a try cannot tell apart with what Airflow 3.3 tells it (docs/dev/model.md, "Indistinguishable
 #: situations"); the clear listener and the trace-carrier clear mark emptied it of everything else.
 IMPOSSIBLE_ON_AIRFLOW_3_3: dict[str, str] = {
+    "4:shutdown-fails-the-try-record-deleted": (
+        "an outside hand (the Storage tab, retention) deleted the record while the try ran, then its worker "
+        "shut down: on_kill reads its record with its own task-instance id and finds nothing while Airflow "
+        "shows the task running, exactly what a try superseded by a newer running try reads (the execution "
+        "API answers 404 for a stale id and for a missing key alike, and the SDK client turns both into "
+        "TASK_STORE_NOT_FOUND, airflow/sdk/api/client.py). So ownership decides, as for a superseded try, "
+        "and the try fails. Nothing is lost beyond the record's deletion: the next try begins a new logical "
+        "job without the record and its lookup ends the older job, as for any deleted record "
+        "(docs/how-it-works.md, 'Without the record')"
+    ),
     "5:mark-then-clear-running-on-kill-left-job*": (
         "N4 once the clear's new try has started: the user marks a running task, then clears it before the "
         "try's next heartbeat. The SIGTERM's on_kill cannot read its record (its task-instance id is "

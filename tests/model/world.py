@@ -133,6 +133,9 @@ class Process:
     #: When the alarm fired, the try was the owner (current id, RUNNING, its logical job current), and
     #: still was when its ``on_kill`` first asked Airflow (`World._on_channel_call`).
     timed_out_owning: bool = False
+    #: An outside hand deleted the record while this try ran: its own reads then find nothing, as a
+    #: superseded try's do (Airflow 3.3's client answers both 404s ``TASK_STORE_NOT_FOUND``).
+    record_deleted: bool = False
     #: The timed-out main thread made its first supervisor-channel call (its ``on_kill``'s first question).
     timeout_asked: bool = False
     xcoms: dict[str, Any] = field(default_factory=dict)
@@ -808,7 +811,7 @@ class World:
             # A stop is not a cancel: a try whose worker shuts down while Airflow shows it running goes on.
             self.violate(
                 "4",
-                "shutdown-fails-the-try",
+                "shutdown-fails-the-try" + ("-record-deleted" if process.record_deleted else ""),
                 f"{process.name} failed as told to stop, but its SIGTERM was a shutdown and Airflow still "
                 "shows it running",
             )
@@ -1401,6 +1404,9 @@ class World:
         if not self.db.store:
             return False
         self.db.store.clear()
+        for process in self.processes:
+            if process.alive:
+                process.record_deleted = True
         self._record_gone(why)
         self._begin_lj(f"record deleted ({why})")
         return True
