@@ -896,7 +896,12 @@ class DurableJobEngine:
             if status_needed(record, same, carry_on):
                 assert record is not None
                 shims.incr_metric("resumable_job.reconnect_attempt", tags)
+                # Held while its status is read: the job of the logical job this try carries on is its to
+                # end if a timeout or Airflow's word stops it here (a shutdown leaves it, as ever). Still
+                # held when the read raises: the timeout's on_kill runs once AirflowTaskTimeout unwound.
+                self._hold(record.external_id, Origin.TRACKED)
                 status, phase = self._classify(record.external_id, context)
+                self._durable_external_id = None
             decision = decide(record, same, status, phase, carry_on)
             if carry_on and decision is Decision.RECONNECT:
                 self.log.info(

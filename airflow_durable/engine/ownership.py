@@ -213,12 +213,14 @@ def _by_record(
             return Verdict(False, "it already succeeded")
         if not same_epoch(record, me):
             return Verdict(True, "it belongs to a logical job the user ended (cleared since it started)")
-        if record.owner_try is not None and me.try_number is not None and record.owner_try != me.try_number:
-            if record.owner_try < me.try_number and (task_state == GONE or task_state in ENDED_STATES):
-                # An older try's ownership that this try was taking over (its write in flight), and
-                # Airflow says the task instance ended (a user's mark): no try waits on the job.
-                return _by_task_state(task_state)
+        if record.owner_try is not None and me.try_number is not None and record.owner_try > me.try_number:
             return Verdict(False, f"try {record.owner_try} tracks it now (this is try {me.try_number})")
+        if record.owner_try is not None and me.try_number is not None and record.owner_try < me.try_number:
+            if task_state == GONE or task_state in ENDED_STATES:
+                return _by_task_state(task_state)
+            # The record answered this try's own task-instance id, so this is the current try: an older
+            # try's job is this try's to carry on (its claim in flight, or its status being read).
+            return Verdict(True, f"this try carries on try {record.owner_try}'s job")
         return Verdict(True, "this try owns it")
     if record.keeps(job):
         return Verdict(True, "an older job the record keeps until it is known ended")

@@ -289,6 +289,28 @@ def test_execution_timeout_cancels_the_job(case, emulator, deferrable):
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
+def test_execution_timeout_while_a_retry_reads_its_jobs_status_ends_that_job(case, emulator, deferrable):
+    """Try 1 recorded its job and crashed; try 2, the last, reads the job's status to decide whether to
+    reconnect, and its ``execution_timeout`` runs out inside that read. The job is the logical job's, which
+    the timeout ends, and no try is left to end it: on_kill does."""
+    from airflow.sdk.exceptions import AirflowTaskTimeout
+    from airflow.sdk.execution_time.task_runner import _run_execute_callable
+
+    _skip_without_cancel_on_kill(case, emulator, deferrable)
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = submitted_then_stopping(case, emulator, deferrable, retries=1)
+    (job,) = job_ids(case, emulator)
+    method, path = case.status_call
+    emulator.faults.add(method=method, path_contains=path, latency=8.0, times=1)
+    operator, context = runner.start_try()
+    operator.execution_timeout = dt.timedelta(seconds=4)
+    with pytest.raises(AirflowTaskTimeout):
+        _run_execute_callable(context, operator.execute, operator)
+    assert job_ids(case, emulator) == [job], "the timed-out retry submitted a job"
+    assert cancelled(case, emulator, job), "the timed-out try left running the job it was reconnecting to"
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
 def test_execution_timeout_while_a_submissions_answer_is_out_ends_its_job(case, emulator, deferrable):
     """``execution_timeout`` runs out while the submission is out: the service made the job, and its answer
     has not come (a 5xx follows: it is lost). on_kill holds no id; it finds the job by the token the record
