@@ -41,6 +41,7 @@ PAGE = ROOT / "docs" / "reliability.md"
 
 SYSTEM_TITLES = {
     "databricks": "Databricks",
+    "dbrunnow": "Databricks run-now",
     "snowflake": "Snowflake",
     "bigquery": "BigQuery",
     "dbtcloud": "dbt Cloud",
