@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.e2e_runtime.matrix import KINDS, dbt_job_id
+from tests.e2e_runtime.matrix import DEFINED_JOB_SYSTEMS, KEYS, KINDS, defined_job_id
 
 REPO = Path(__file__).resolve().parents[2]
 #: Words of a job state that mean it ended (across the systems' vocabularies).
@@ -53,18 +53,25 @@ def _backend(system: str, dag_ids: list[str]) -> Any:
     if system not in KINDS:
         raise SystemExit(f"unknown system {system!r}; known: {', '.join(KINDS)}")
     demo_system = demo.get(KINDS[system])
-    # A system that starts predefined jobs (dbt Cloud) gets one per DAG: the emulator tells runs apart.
-    job_ids = {dag_id: dbt_job_id(dag_id) for dag_id in dag_ids} if demo_system.job_ids else None
+    # A system that starts defined jobs gets one per DAG: the emulator tells their runs apart.
+    job_ids = (
+        {dag_id: defined_job_id(dag_id) for dag_id in dag_ids} if system in DEFINED_JOB_SYSTEMS else None
+    )
     return demo_system.start(job_ids)
 
 
 def _environment(system: str, backend: Any) -> dict[str, str]:
     """The backend's environment under the names the matrix DAGs read: the AWS connection as
-    ``aws_<system>`` (every AWS emulator is its own endpoint: one connection each) and the demo's
-    Variables ``afd_demo_*`` as ``afd_rt_*``."""
+    ``aws_<system>`` (every AWS emulator is its own endpoint: one connection each), the connection of a
+    kind's second system as ``<conn>_<system>``, and the demo's Variables ``afd_demo_*`` as ``afd_rt_*``."""
     env = dict(backend.environment())
     if "AIRFLOW_CONN_AWS_DEFAULT" in env:
         env[f"AIRFLOW_CONN_AWS_{system.upper()}"] = env.pop("AIRFLOW_CONN_AWS_DEFAULT")
+    if KEYS[KINDS[system]] != system:
+        # A kind's second system runs its own emulator of the kind: its connection must not replace the
+        # first's (``databricks_default`` -> ``databricks_dbrunnow``).
+        for name in [n for n in env if n.startswith("AIRFLOW_CONN_") and n.endswith("_DEFAULT")]:
+            env[name.removesuffix("_DEFAULT") + f"_{system.upper()}"] = env.pop(name)
     for name in list(env):
         if name.startswith(_DEMO_VAR):
             env[_RT_VAR + name.removeprefix(_DEMO_VAR)] = env.pop(name)

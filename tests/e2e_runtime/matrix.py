@@ -18,10 +18,10 @@ from typing import Any
 
 from airflow_durable import catalogue
 
-#: The catalogue's job kinds (``--system``) the matrix runs, and the short key each has in the DAG ids
-#: (no ``_``: `parse_dag_id` splits on it). Keys are stable: docs/reliability.json stores results under
-#: these DAG ids. ``test_matrix_catalogue.py`` fails when a catalogue job kind has no key here, or a
-#: catalogue operator neither runs in the matrix nor is named in `NOT_IN_MATRIX`.
+#: The catalogue's job kinds (``--system``) the matrix runs, and the short key of each kind's first
+#: operator in the DAG ids (no ``_``: `parse_dag_id` splits on it). Keys are stable: docs/reliability.json
+#: stores results under these DAG ids. ``test_matrix_catalogue.py`` fails when a catalogue job kind has no
+#: key here, or a catalogue operator neither runs in the matrix nor is named in `NOT_IN_MATRIX`.
 KEYS: dict[str, str] = {
     "databricks": "databricks",
     "snowflake": "snowflake",
@@ -33,21 +33,26 @@ KEYS: dict[str, str] = {
     "emr-steps": "emr",
     "emr-serverless": "emrserverless",
 }
-#: Catalogue operators the matrix leaves out, and why: one durable/upstream pair per job kind runs (the
-#: first of the kind in the catalogue), so a kind's other operators share its engine path and emulator.
-NOT_IN_MATRIX: dict[str, str] = {
-    "DurableDatabricksRunNowOperator": (
-        "same job kind, engine and emulator as DurableDatabricksSubmitRunOperator (the matrix's Databricks "
-        "pair); its own submit is covered by the conformance suite"
-    ),
-}
+#: A kind's other operators that run as matrix systems of their own (durable class -> key): their engine
+#: path differs where a fault strikes. Databricks run-now cannot look its runs up by task instance (it
+#: names no run): a stopped try learns its run by resending its idempotency token.
+MORE_KEYS: dict[str, str] = {"DurableDatabricksRunNowOperator": "dbrunnow"}
+#: Catalogue operators the matrix leaves out, and why (the kind's first operator runs under `KEYS`).
+NOT_IN_MATRIX: dict[str, str] = {}
 
 
 def _systems() -> dict[str, tuple[str, str, str]]:
     out = {}
     for kind, key in KEYS.items():
-        op = next(o for o in catalogue.operators_of(kind) if o.durable_class not in NOT_IN_MATRIX)
+        op = next(
+            o
+            for o in catalogue.operators_of(kind)
+            if o.durable_class not in NOT_IN_MATRIX and o.durable_class not in MORE_KEYS
+        )
         out[key] = (catalogue.kind_title(kind), op.provider_class, op.durable_class)
+    for durable, key in MORE_KEYS.items():
+        op = catalogue.operator(durable)
+        out[key] = (f"{catalogue.kind_title(op.system)} {op.title}", op.provider_class, op.durable_class)
     return out
 
 
@@ -56,9 +61,12 @@ SYSTEMS: dict[str, tuple[str, str, str]] = _systems()
 #: Systems whose cells docs/reliability.json does not hold yet (added to the matrix since it was last
 #: run; ``make reliability`` records them). docs/reliability.md lists their cells as not run. Take a system
 #: out once its cells are recorded: test_reliability_doc.py fails while a listed system has all of them.
-UNMEASURED: tuple[str, ...] = ()
+UNMEASURED: tuple[str, ...] = ("dbrunnow",)
 #: The job kind (catalogue ``system``) of each matrix key.
-KINDS: dict[str, str] = {key: kind for kind, key in KEYS.items()}
+KINDS: dict[str, str] = {
+    **{key: kind for kind, key in KEYS.items()},
+    **{key: catalogue.operator(durable).system for durable, key in MORE_KEYS.items()},
+}
 #: The systems whose connection is an AWS one (each gets its own ``aws_<system>`` connection: every
 #: AWS emulator is its own moto server).
 AWS_SYSTEMS: tuple[str, ...] = tuple(
@@ -204,6 +212,7 @@ FAULTS: dict[str, Fault] = {
                 "after that nothing else could find the job (Snowflake carries on: its "
                 "statements are found by QUERY_HISTORY_BY_USER)"
             ),
+            jobs_of=(("dbrunnow", 2),),
         ),
         # Graceful stops (DESIGN §8 "Stopped is not cancelled"): Airflow runs on_kill, then retries the task.
         Fault(
@@ -394,8 +403,13 @@ def parse_dag_id(dag_id: str) -> Cell:
     return Cell(system, fault, side, path)
 
 
-def dbt_job_id(dag_id: str) -> int:
-    """The dbt Cloud job a DAG triggers: one per DAG, so the emulator tells their runs apart."""
+#: Systems whose operator starts a job defined on the service (dbt Cloud's job, Databricks run-now's):
+#: the emulator defines one per DAG (`defined_job_id`), named by the DAG id, and tells their runs apart.
+DEFINED_JOB_SYSTEMS: tuple[str, ...] = ("dbtcloud", "dbrunnow")
+
+
+def defined_job_id(dag_id: str) -> int:
+    """The defined job a DAG starts a run of (`DEFINED_JOB_SYSTEMS`): one per DAG."""
     return 10_000 + int(hashlib.sha256(dag_id.encode()).hexdigest()[:6], 16) % 890_000
 
 

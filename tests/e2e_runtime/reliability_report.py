@@ -41,6 +41,7 @@ PAGE = ROOT / "docs" / "reliability.md"
 
 SYSTEM_TITLES = {
     "databricks": "Databricks",
+    "dbrunnow": "Databricks run-now",
     "snowflake": "Snowflake",
     "bigquery": "BigQuery",
     "dbtcloud": "dbt Cloud",
@@ -328,10 +329,16 @@ def render(data: dict[str, Any]) -> str:
             "watching them.",
             "",
         ]
-        # Cells of systems added to the matrix since the results were recorded: listed as not run.
-        # (Not `matrix_cells(systems=())`, which is every system: with none awaited, no cell is. Cells of a
-        # fault awaited (matrix.UNMEASURED_FAULTS) are not listed: the page shows them once recorded.)
-        awaited = [c for c in matrix_cells(systems=UNMEASURED) if c.dag_id not in cells] if UNMEASURED else []
+        # Cells of systems added to the matrix since the results were recorded: listed as not run, under
+        # the faults whose tables the results hold. (Not `matrix_cells(systems=())`, which is every system:
+        # with none awaited, no cell is. A fault with no recorded cell, such as one awaited in
+        # matrix.UNMEASURED_FAULTS, gets no table yet: the page shows it once recorded.)
+        recorded = {c["fault"] for c in cells.values()}
+        awaited = (
+            [c for c in matrix_cells(systems=UNMEASURED) if c.dag_id not in cells and c.fault in recorded]
+            if UNMEASURED
+            else []
+        )
         if awaited:
             names = sorted({c.system for c in awaited}, key=list(SYSTEM_TITLES).index)
             lines += [

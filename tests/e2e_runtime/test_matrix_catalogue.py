@@ -20,8 +20,10 @@ from tests.e2e_runtime.matrix import (
     AWS_SYSTEMS,
     CELLS_ENV,
     CI_GROUPS,
+    DEFINED_JOB_SYSTEMS,
     KEYS,
     KINDS,
+    MORE_KEYS,
     NOT_IN_MATRIX,
     SYSTEMS,
     UNMEASURED,
@@ -39,8 +41,14 @@ def test_every_catalogue_job_kind_is_in_the_matrix() -> None:
     assert set(KEYS) == set(catalogue.SYSTEM_NAMES), (
         f"catalogue job kinds without a matrix key: {sorted(set(catalogue.SYSTEM_NAMES) - set(KEYS))}"
     )
-    assert list(SYSTEMS) == list(KEYS.values())
+    assert list(SYSTEMS) == [*KEYS.values(), *MORE_KEYS.values()]
+    assert len(set(SYSTEMS)) == len(KEYS) + len(MORE_KEYS), "a key names two operators"
     assert all(KINDS[key] == kind for kind, key in KEYS.items())
+    for durable, key in MORE_KEYS.items():
+        kind = catalogue.operator(durable).system
+        # A kind's further operator: its kind runs under KEYS too, with another operator first.
+        assert KINDS[key] == kind and KEYS[kind] != key, (durable, key)
+        assert SYSTEMS[KEYS[kind]][2] != durable, (durable, key)
 
 
 def test_every_catalogue_operator_runs_or_is_left_out_with_a_reason() -> None:
@@ -115,9 +123,10 @@ def dag_module() -> Iterator[Any]:
             os.environ[CELLS_ENV] = old
 
 
-@pytest.mark.parametrize("system", [s for s in SYSTEMS if s in AWS_SYSTEMS])
+@pytest.mark.parametrize("system", [s for s in SYSTEMS if s in AWS_SYSTEMS or s in MORE_KEYS.values()])
 def test_runner_environment_reaches_the_dag_arguments(system: str, dag_module: Any) -> None:
-    """Each AWS system's emulator (started for real) gives its own ``aws_<system>`` connection and the
+    """Each AWS system's emulator (started for real), and that of a kind's second system, gives its own
+    connection (``aws_<system>``, ``databricks_<system>``: none replaces another emulator's) and the
     Variables its matrix DAGs read; the classes the DAG file builds are the catalogue's pair."""
     from tests.e2e_runtime.emulator_runner import _backend, _environment
 
@@ -128,14 +137,33 @@ def test_runner_environment_reaches_the_dag_arguments(system: str, dag_module: A
     finally:
         backend.stop()
     arguments = dag_module._arguments(system, dag_id, False)
-    assert f"AIRFLOW_CONN_{arguments['aws_conn_id'].upper()}" in env
-    assert "AIRFLOW_CONN_AWS_DEFAULT" not in env  # every AWS emulator is its own endpoint
+    (conn_id,) = [value for name, value in arguments.items() if name.endswith("_conn_id")]
+    assert conn_id.endswith(f"_{system}")
+    assert f"AIRFLOW_CONN_{conn_id.upper()}" in env
+    assert not [n for n in env if n.startswith("AIRFLOW_CONN_") and n.endswith("_DEFAULT")]
     wanted = set(_VAR.findall(json.dumps(arguments)))
     provided = {name.removeprefix("AIRFLOW_VAR_").lower() for name in env if name.startswith("AIRFLOW_VAR_")}
     assert wanted <= provided, (wanted, provided)
     assert all(env[f"AIRFLOW_VAR_{name.upper()}"] for name in wanted)
     upstream, durable = dag_module._classes(system)
     assert (upstream.__name__, durable.__name__) == SYSTEMS[system][1:]
+
+
+@pytest.mark.parametrize("system", DEFINED_JOB_SYSTEMS)
+def test_a_defined_job_system_starts_the_dags_own_job(system: str, dag_module: Any) -> None:
+    """A system whose operator starts a defined job (dbt Cloud, Databricks run-now) finds it in its
+    emulator, one per DAG: the emulator counts a DAG's jobs by it."""
+    from tests.e2e_runtime.emulator_runner import _backend
+
+    dag_ids = [f"rt_{system}_clear_durable_sync", f"rt_{system}_clear_upstream_sync"]
+    backend = _backend(system, dag_ids)
+    try:
+        defined = backend.emulator.job_definitions
+        jobs = [dag_module._arguments(system, dag_id, False)["job_id"] for dag_id in dag_ids]
+        assert len(set(jobs)) == 2 and set(jobs) <= set(defined), (jobs, sorted(defined))
+    finally:
+        backend.stop()
+    assert set(DEFINED_JOB_SYSTEMS) <= set(SYSTEMS)
 
 
 def test_a_task_process_defines_only_its_own_dag() -> None:

@@ -316,3 +316,24 @@ def test_the_graceful_stops_are_one_section_with_their_promise() -> None:
             },
         }
     )
+
+
+def test_an_added_system_is_listed_not_run_only_under_recorded_faults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A system awaiting its first run (matrix.UNMEASURED) gets a *not run* row under each fault the
+    results hold; a fault they hold no cell of (one awaited itself) gets no table, nor its section."""
+    data = _committed()
+    dropped = ("podstop", "podcomplete", "warmstop", "coldstop", "schedstop", "failover")
+    for entry in data["configurations"].values():
+        entry["cells"] = {
+            k: c
+            for k, c in entry["cells"].items()
+            if c["system"] != "databricks" and c["fault"] not in dropped
+        }
+    monkeypatch.setattr(reliability_report, "UNMEASURED", ("databricks",))
+    page = reliability_report.render(data)
+    listed = [c for c in cells(systems=("databricks",)) if c.fault not in dropped]
+    assert f"{len(listed)} more runs are *not run* yet: the cells of Databricks, added" in page
+    assert "### Graceful stops" not in page
+    assert f"#### {reliability_report.FAULT_TITLES['podstop']}" not in page

@@ -24,6 +24,7 @@ from tests.e2e_runtime.matrix import (
     KINDS,
     SYSTEMS,
     TASK_ID,
+    defined_job_id,
     parse_dag_id,
     selected_dag_ids,
 )
@@ -78,6 +79,16 @@ def _arguments(system: str, dag_id: str, deferrable: bool) -> dict[str, Any]:
             "databricks_retry_limit": 2,
             "databricks_retry_delay": 0.2,
         }
+    if system == "dbrunnow":
+        # A run of the DAG's own job, defined in the emulator (matrix.DEFINED_JOB_SYSTEMS).
+        return {
+            "databricks_conn_id": "databricks_dbrunnow",
+            "job_id": defined_job_id(dag_id),
+            "notebook_params": {"dag": dag_id},
+            "polling_period_seconds": 1,
+            "databricks_retry_limit": 2,
+            "databricks_retry_delay": 0.2,
+        }
     if system == "snowflake":
         return {
             "snowflake_conn_id": "snowflake_default",
@@ -94,11 +105,9 @@ def _arguments(system: str, dag_id: str, deferrable: bool) -> dict[str, Any]:
             "poll_interval": 1.0,
         }
     if system == "dbtcloud":
-        from tests.e2e_runtime.matrix import dbt_job_id
-
         return {
             "dbt_cloud_conn_id": "dbt_cloud_default",
-            "job_id": dbt_job_id(dag_id),
+            "job_id": defined_job_id(dag_id),
             "trigger_reason": f"nightly models ({dag_id})",
             "check_interval": 1,
             "timeout": 600,
