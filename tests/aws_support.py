@@ -39,3 +39,9 @@ def _botocore_config() -> Any:
     from botocore.config import Config
 
     return Config(**NO_BOTOCORE_RETRIES)
+
+
+#: botocore reads an answer for 1 s (its default: 60 s) and resends as it does by default (3 attempts).
+SLOW_CLIENT_BOTOCORE = {
+    "botocore_config": {"read_timeout": 1, "retries": {"mode": "standard", "max_attempts": 3}}
+}

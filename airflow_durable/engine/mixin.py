@@ -1486,9 +1486,9 @@ class DurableJobEngine:
 
         A failed submit may still have created the job (the answer was lost: a 5xx or a timeout after the
         service took it). The record holds only the token, so with no retry left the job would run on
-        untracked. Sending the same token again is what a retry would do (the system's idempotency key, or
-        the lookup after submitting, hands back the job that was made); doing it now, once, leaves the
-        job tracked either way. A try told to stop meanwhile does not send again.
+        untracked. Sending the same token again is what a retry would do (the system's idempotency key hands
+        back the job that was made; without one, the token is looked up first); doing it now, once, leaves
+        the job tracked either way. A try told to stop meanwhile does not send again.
         """
         try:
             return self.durable_submit(context, gen.token), False
@@ -1506,6 +1506,22 @@ class DurableJobEngine:
                 err,
             )
             first = err
+        if self.durable_converge_after_submit:
+            # No idempotency key: sending again would start a second job beside the one the lost answer
+            # made. Look the token up first and send again only if it names no job; a failed lookup ends
+            # the try with the token in the intent, for the retry's lookup.
+            try:
+                found = self.durable_find_all(gen.token, context)
+            except Exception as err:
+                raise first from err
+            if found:
+                self.log.warning(
+                    "task %s: token %s already names %s: not sending it again",
+                    self.task_id,
+                    gen.token.text,
+                    found[0],
+                )
+                return found[0], True
         try:
             return self.durable_submit(context, gen.token), True
         except Exception as err:

@@ -21,11 +21,13 @@ How Batch submits, reports, classifies, defers and returns — the durable logic
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError
 from airflow_durable.identity_tags import IDENTITY_TAG, SUBMIT_ONLY_TAG, FoundJob, identity_of
 from airflow_durable.operators import provider_required
+from airflow_durable.shims.aws import sent_once
 
 with provider_required(__name__):
     from airflow.providers.amazon.aws.operators import batch as provider
@@ -75,7 +77,9 @@ class DurableBatchOperator(DurableJobEngine, provider.BatchOperator):
             else self.tags
         )
         # Sets job_id (what on_kill terminates) and the job details link, as the provider does.
-        with self.durable_overriding(tags=tags):
+        # SubmitJob has no idempotency key: a durable submit is not resent blind by the SDK.
+        once = sent_once(self.hook.client, ("SubmitJob",)) if token is not None else nullcontext()
+        with once, self.durable_overriding(tags=tags):
             self.submit_job(context)
         if not self.job_id:
             # Upstream fails here too (before deferring or polling); never track the string "None".

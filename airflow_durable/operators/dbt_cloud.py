@@ -15,8 +15,10 @@ How dbt Cloud submits, reports, classifies, defers and returns; the durable logi
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_durable.engine import DurableJobEngine, JobNotFoundError, earliest_first, tokens_in
@@ -54,6 +56,32 @@ def cause_with_token(
     """The run ``cause`` carrying ``token`` (and the task instance's ``identity``, and whether its task only
     submits), at most ``limit`` characters (see `_text.cause_with_token`)."""
     return _text.cause_with_token(reason, token, limit, identity, submit_only)
+
+
+@contextlib.contextmanager
+def _posts_sent_once(hook: Any, durable: bool) -> Iterator[None]:
+    """While active, the hook resends a POST (a run's trigger, which has no idempotency key) only when the
+    failed attempt cannot have started a run: a connection never made, or a 429. The hook's retries are
+    off by default (``retry_limit=1``); a user who turns them on must not get a second run that nothing
+    tracks: the engine looks the run up before it triggers again."""
+    if not durable or not isinstance(getattr(hook, "retry_args", None), dict):
+        yield
+        return
+    from requests.exceptions import ConnectTimeout, RequestException
+    from tenacity import retry_if_exception
+
+    def never_started(error: BaseException) -> bool:
+        if getattr(hook, "method", "POST") != "POST" or isinstance(error, ConnectTimeout):
+            return True
+        response = error.response if isinstance(error, RequestException) else None
+        return response is not None and response.status_code == 429
+
+    original = hook.retry_args
+    hook.retry_args = {**original, "retry": original["retry"] & retry_if_exception(never_started)}
+    try:
+        yield
+    finally:
+        hook.retry_args = original
 
 
 class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOperator):
@@ -137,7 +165,7 @@ class DurableDbtCloudRunJobOperator(DurableJobEngine, provider.DbtCloudRunJobOpe
             else reason
         )
         # Upstream's own path: reuse_existing_run, retry_from_failure (/rerun/ on try > 1), /run/.
-        with self.durable_overriding(trigger_reason=cause):
+        with self.durable_overriding(trigger_reason=cause), _posts_sent_once(self.hook, token is not None):
             self.run_id, job_run_url = self._get_or_trigger_run(context)
         self._durable_hrefs[self.run_id] = job_run_url
         self._push_run_xcoms(context, self.run_id)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import re
+from contextlib import nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -44,7 +45,7 @@ from airflow_durable.identity_tags import (
 )
 from airflow_durable.operators import provider_required
 from airflow_durable.operators._text import marked_name
-from airflow_durable.shims.aws import error_code
+from airflow_durable.shims.aws import error_code, sent_once
 
 with provider_required(__name__):
     # Hooks, triggers and helpers are reached through the provider operator module's names at call time,
@@ -156,7 +157,11 @@ class DurableEmrAddStepsOperator(DurableJobEngine, provider.EmrAddStepsOperator)
         steps = self._marked_steps(token, identity_of(context)) if token is not None else self.steps
         # The provider's own execute: resolves the cluster, pushes job_flow_id and links, injects
         # OpenLineage, adds the steps — without waiting (we wait in durable_poll / durable_defer).
-        with self.durable_overriding(deferrable=False, wait_for_completion=False, steps=steps):
+        # AddJobFlowSteps has no idempotency key: a durable submit is not resent blind by the SDK.
+        with (
+            sent_once(self.hook.conn, ("AddJobFlowSteps",)) if token is not None else nullcontext(),
+            self.durable_overriding(deferrable=False, wait_for_completion=False, steps=steps),
+        ):
             step_ids = provider.EmrAddStepsOperator.execute(self, context)
         return list(step_ids)
 

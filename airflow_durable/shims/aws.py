@@ -6,6 +6,10 @@ provider that adds a ``client_token`` argument to ``execute_query`` gets it pass
 the token is added to the request through botocore's own extension point, the client's
 ``before-parameter-build`` event, registered first so botocore's random default never applies. Either
 way the hook's own validation, lineage and session handling run unchanged.
+
+``sent_once`` uses the same extension point (``needs-retry``) for submit calls that carry no idempotency
+key (EMR's ``AddJobFlowSteps``, Batch's ``SubmitJob``): botocore resends any call whose answer it lost, and
+such a resend starts a second job that nothing tracks.
 """
 
 from __future__ import annotations
@@ -15,7 +19,21 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["client_token_on", "error_code", "execute_query"]
+__all__ = ["client_token_on", "error_code", "execute_query", "sent_once"]
+
+#: Error codes of a request the service refused because of its rate: it did nothing, so resending is safe.
+THROTTLED_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "SlowDown",
+    }
+)
 
 
 def error_code(error: BaseException) -> str | None:
@@ -46,6 +64,43 @@ def client_token_on(client: Any, operations: tuple[str, ...], token: str | None)
     finally:
         for event in events:
             client.meta.events.unregister(event, unique_id=f"airflow-durable-token-{event}")
+
+
+def _may_have_taken_effect(caught_exception: BaseException | None, response: Any) -> bool:
+    """Whether a failed attempt may have reached the service and made its job."""
+    from botocore.exceptions import ConnectionError as NeverConnected
+
+    if caught_exception is not None:
+        # Connecting failed (refused, timed out, proxy): the request was never sent. Anything later (a read
+        # timeout, a connection closed mid-answer) may come after the service acted.
+        return not isinstance(caught_exception, NeverConnected)
+    if not isinstance(response, tuple) or len(response) != 2:
+        return False
+    http, parsed = response
+    status = getattr(http, "status_code", 200)
+    code = ((parsed or {}).get("Error") or {}).get("Code") if isinstance(parsed, dict) else None
+    return status >= 500 and code not in THROTTLED_CODES
+
+
+@contextlib.contextmanager
+def sent_once(client: Any, operations: tuple[str, ...]) -> Iterator[None]:
+    """While active, botocore resends ``operations`` on ``client`` only when the failed attempt cannot have
+    made a job (a connection never made, a throttled request); any other failure is raised to the engine,
+    which looks the job up before it sends the request again."""
+    service = client.meta.service_model.service_id.hyphenize()
+
+    def no_blind_resend(caught_exception: BaseException | None = None, response: Any = None, **_: Any) -> Any:
+        # ``False`` answers "do not retry" and ends the search for an answer; ``None`` leaves it to botocore.
+        return False if _may_have_taken_effect(caught_exception, response) else None
+
+    events = [f"needs-retry.{service}.{operation}" for operation in operations]
+    for event in events:
+        client.meta.events.register_first(event, no_blind_resend, unique_id=f"airflow-durable-once-{event}")
+    try:
+        yield
+    finally:
+        for event in events:
+            client.meta.events.unregister(event, unique_id=f"airflow-durable-once-{event}")
 
 
 def execute_query(hook: Any, token: str | None, **kwargs: Any) -> Any:

@@ -100,6 +100,9 @@ class SystemCase:
     error_event_is_wellformed: bool = False
     #: Whether a request to the submit call is a lookup, not a submission (``None``: none is).
     is_lookup: Callable[[Any], bool] | None = None
+    #: Operator arguments that turn the client's own retries on and, where the client applies one, make it
+    #: stop reading an answer after 1 s (``{}``: the case declares none, and the lost-answer cells skip it).
+    slow_client: dict[str, Any] = field(default_factory=dict)
     #: Whether a ledger token is one of our durable tokens (degraded runs must send none).
     is_durable_token: Callable[[Any], bool] = lambda token: token is not None and "afd-" in str(token)
 

@@ -33,6 +33,27 @@ def only_job(case: SystemCase, emulator: Any) -> Any:
     return submissions[0].external_id
 
 
+# ---------------------------------------------------------------- a lost answer, the client retrying
+@pytest.mark.parametrize("deferrable", PATHS)
+@pytest.mark.parametrize("lost_by", ["read-timeout", "5xx"])
+def test_a_submit_whose_answer_the_client_lost_starts_one_job(case, emulator, deferrable, lost_by):
+    """The service starts the job, but the client loses the answer: it comes after the client's read timeout
+    (1 s here; botocore's default is 60 s), or it is a 5xx. The client's own retries are on. A client that
+    resends a submit without an idempotency key starts a second job, and an orphaned try never gets to end
+    it (make reliability, EMR steps: docs/dev/runtime-findings.md D). The submit is not resent blind: the
+    try looks its token up and carries on with the one job."""
+    if not case.slow_client:
+        pytest.skip(f"{case.id}: the case declares no client with its own retries")
+    emulator.lifecycle = case.lifecycle(active_reads=8)
+    if lost_by == "read-timeout":
+        emulator.faults.add(status=None, latency=2.5, after=True, times=1, predicate=case.is_submit)
+    else:
+        case.lose_submit_answers(emulator)
+    outcome = TaskRunner(lambda: case.make(emulator, deferrable, **case.slow_client), retries=0).run()
+    assert outcome.state == "success", outcome.error
+    only_job(case, emulator)
+
+
 # --------------------------------------------------------------------------- the happy path
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_fresh_submit_succeeds_with_provider_xcoms(case, emulator, deferrable):

@@ -220,10 +220,11 @@ def test_a_mark_while_a_retry_writes_its_ownership_ends_the_job(case, emulator, 
 
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_a_failed_id_write_after_a_resend_cancels_the_duplicate_too(case, emulator, deferrable):
-    """A submission's answer is lost; the resend of the same token makes a second job (no idempotency key)
-    and the try converges on the earliest; then the id write fails (twice: it is retried once). The try
-    cancels the job it holds and the duplicate, which no record names either (the duplicate ran on before;
-    the model found it on EMR steps)."""
+    """A submission's answer is lost; the resend of the same token makes a second job (no idempotency key,
+    and the lookup before the resend missed the first: the list lags) and the try converges on the
+    earliest; then the id write fails (twice: it is retried once). The try cancels the job it holds and the
+    duplicate, which no record names either (the duplicate ran on before; the model found it on EMR
+    steps)."""
     operator = case.make(emulator, deferrable)
     if not getattr(operator, "durable_converge_after_submit", False):
         pytest.skip(f"{case.id}: the system's idempotency key makes a resend return the same job")
@@ -232,6 +233,7 @@ def test_a_failed_id_write_after_a_resend_cancels_the_duplicate_too(case, emulat
     emulator.lifecycle = case.lifecycle(active_reads=40)
     runner = runner_for(case, emulator, deferrable)
     case.lose_submit_answers(emulator)
+    emulator.list_lag_reads = 1
     runner.store.fail_set(record_state("submitted"), times=2)
     outcome = runner.run_try()
     assert isinstance(outcome.error, DurableStateError), outcome.error
@@ -242,8 +244,9 @@ def test_a_failed_id_write_after_a_resend_cancels_the_duplicate_too(case, emulat
 
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_a_read_that_fails_after_a_resend_leaves_the_other_job_to_the_retry(case, emulator, deferrable):
-    """A submission's answer is lost; the resend of the same token makes a second job (no idempotency key),
-    and the read that follows it (the converging lookup of the token) fails. The try records the job it
+    """A submission's answer is lost; the resend of the same token makes a second job (no idempotency key,
+    and the lookup before the resend missed the first: the list lags), and the read that follows it (the
+    converging lookup of the token) fails. The try records the job it
     holds, says in the record that its token may name more, and fails. The retry looks the token up before
     it reconnects and cancels the other job: it ran on untracked before (the model found it on EMR steps
     and Batch)."""
@@ -253,6 +256,7 @@ def test_a_read_that_fails_after_a_resend_leaves_the_other_job_to_the_retry(case
     emulator.lifecycle = case.lifecycle(active_reads=40)
     runner = TaskRunner(lambda: case.make(emulator, deferrable), retries=1)
     case.lose_submit_answers(emulator)
+    emulator.list_lag_reads = 1
     try_1 = [True]
 
     def after_the_resend(request: Any) -> bool:
@@ -261,6 +265,7 @@ def test_a_read_that_fails_after_a_resend_leaves_the_other_job_to_the_retry(case
     emulator.faults.add(status=case.transient_status, times=None, predicate=after_the_resend)
     failed = runner.run_try()
     try_1[0] = False
+    emulator.list_lag_reads = 0
     assert failed.state == "failed", failed.error
     jobs = job_ids(case, emulator)
     assert len(jobs) == 2, jobs
@@ -307,6 +312,8 @@ def test_a_mark_while_a_lost_answer_is_resent_ends_every_job_of_its_token(
     else:
         case.lose_submit_answers(emulator)
         emulator.faults.add(status=None, latency=late, after=True, times=1, predicate=case.is_submit)
+        # Without an idempotency key the resend looks the token up first: a lagging list makes it send.
+        emulator.list_lag_reads = 1
     operator, context = runner.start_try()
     errors: list[BaseException] = []
 

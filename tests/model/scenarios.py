@@ -551,6 +551,8 @@ def mark_after_a_resend_made_a_duplicate(world: World) -> None:
         "the service takes the next submission but its answer is lost",
         lambda: world.service_fault("submit"),
     )
+    # The try looks its token up before resending it: the list must lag for the resend to make a second job.
+    world.emulator.list_lag_reads = 1
     p1 = start(world)
     if world.case.id != "batch":  # an idempotency key: the resend hands the job back
         run_until(
@@ -576,6 +578,8 @@ def _start_with_a_lost_answer(world: World) -> Process | None:
         "the service takes the next submission but its answer is lost",
         lambda: world.service_fault("submit"),
     )
+    # The try looks its token up before resending it: the list must lag for the resend to make a second job.
+    world.emulator.list_lag_reads = 1
     p1 = start(world)
     return p1 if world.case.id == "batch" else None
 
@@ -619,7 +623,8 @@ def retry_finds_the_resent_token_s_second_job_failed(world: World) -> None:
 
 def retry_resends_into_a_lagging_list(world: World) -> None:
     """Batch with an eventually consistent list (each job left out of its first list answer): try 1's
-    submission is taken but its answer lost, it resends (a second job) and dies before its lookup; the
+    submission is taken but its answer lost, its lookup before the resend misses the job, it resends (a
+    second job) and dies before its converging lookup; the
     first job fails. Try 2's lookup by the token sees nothing yet, so it resends (a third job); the
     converging lookup after it shows the first two: the earliest has ended, so the try submits the next
     generation, and must first end the token's other jobs (it used to drop them, running, named by
@@ -638,6 +643,9 @@ def retry_resends_into_a_lagging_list(world: World) -> None:
     )
     act(world, "job_ends", f"job {jobs[0].ledger_id} fails", lambda: world.end_job(jobs[0], "failed"))
     act(world, "heartbeat_timeout", "scheduler: heartbeat timeout check", world.purge)
+    # Try 1's lookup before its resend read the list once; at try 2's first lookup the list still lags for
+    # both jobs (as a list lagging by time would, try 2 coming right after).
+    world.emulator._list_reads.clear()
     p2 = start(world)
     until_waiting(world, p2)
     # The resend's; the last one made is the next generation's.
@@ -796,6 +804,8 @@ def killed_between_the_id_write_and_the_duplicate_cancel(world: World) -> None:
         "the service takes the next submission but its answer is lost",
         lambda: world.service_fault("submit"),
     )
+    # The try looks its token up before resending it: the list must lag for the resend to make a second job.
+    world.emulator.list_lag_reads = 1
     p1 = start(world)
     if world.case.id != "batch":
         return

@@ -6,7 +6,7 @@ from typing import Any
 from unittest import mock
 
 from tests.aws_support import NO_BOTOCORE_RETRIES as _NO_BOTOCORE_RETRIES
-from tests.aws_support import PromptBatchWaiters
+from tests.aws_support import SLOW_CLIENT_BOTOCORE, PromptBatchWaiters
 from tests.conformance.systems import SystemCase
 
 
@@ -35,6 +35,7 @@ def _is_durable_token(token: Any) -> bool:
 CASES: list[SystemCase] = [
     SystemCase(
         id="redshift_data",
+        slow_client=SLOW_CLIENT_BOTOCORE,
         emulator_fixture="redshift_data_emulator",
         make=_redshift_data,
         running="STARTED",
@@ -89,6 +90,7 @@ def _batch(emulator: Any, deferrable: bool, **overrides: Any) -> Any:
 CASES.append(
     SystemCase(
         id="batch",
+        slow_client=SLOW_CLIENT_BOTOCORE,
         emulator_fixture="batch_emulator",
         make=_batch,
         running="RUNNING",

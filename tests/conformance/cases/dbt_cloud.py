@@ -39,6 +39,8 @@ def _dbt_cloud_run_job(emulator: Any, deferrable: bool, **overrides: Any) -> Any
 CASES: list[SystemCase] = [
     SystemCase(
         id="dbt_cloud_run_job",
+        # The sync hook ignores timeout_seconds (its get_conn drops the request options): retries only.
+        slow_client={"hook_params": {"timeout_seconds": 1, "retry_limit": 3, "retry_delay": 0.1}},
         emulator_fixture="dbt_cloud_emulator",
         make=_dbt_cloud_run_job,
         initial="QUEUED",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.aws_support import SLOW_CLIENT_BOTOCORE
 from tests.conformance.systems import SystemCase
 
 _NO_BOTOCORE_RETRIES = {"retries": {"total_max_attempts": 1}}
@@ -85,6 +86,7 @@ def _steps_event(external_id: str, status: str = "success") -> dict[str, Any]:
 CASES: list[SystemCase] = [
     SystemCase(
         id="emr_add_steps",
+        slow_client=SLOW_CLIENT_BOTOCORE,
         emulator_fixture="emr_emulator",
         make=_emr_add_steps,
         external_id_key="airflow_durable.emr_add_steps",
@@ -112,6 +114,7 @@ CASES: list[SystemCase] = [
     ),
     SystemCase(
         id="emr_serverless_start_job",
+        slow_client=SLOW_CLIENT_BOTOCORE,
         emulator_fixture="emr_serverless_emulator",
         make=_emr_serverless,
         external_id_key="airflow_durable.emr_serverless_start_job",
@@ -148,6 +151,7 @@ CASES: list[SystemCase] = [
     ),
     SystemCase(
         id="emr_container",
+        slow_client=SLOW_CLIENT_BOTOCORE,
         emulator_fixture="emr_containers_emulator",
         make=_emr_container,
         external_id_key="airflow_durable.emr_container",

@@ -52,12 +52,10 @@ def test_lookup_matches_the_token_not_the_job_name_and_lists_the_earliest_job_fi
 
 @pytest.mark.skipif(not DURABLE, reason="the intent record exists only on a durable runtime")
 @pytest.mark.parametrize("deferrable", PATHS)
-def test_submit_job_answer_without_a_job_id_is_sent_again_and_converges_on_the_job_it_made(
-    batch_emulator, deferrable
-):
+def test_submit_job_answer_without_a_job_id_is_looked_up_not_sent_again(batch_emulator, deferrable):
     """Upstream raises "job_id was not found" before waiting (and never stores or polls ""). The job may
-    exist all the same, so the try sends its token once more, looks the token up, keeps the earliest job
-    (the one whose answer lacked its id) and cancels the second."""
+    exist all the same: SubmitJob has no idempotency key, so the try looks its token up before sending it
+    again, finds the job whose answer lacked its id, and submits nothing more."""
     batch_emulator.faults.add(
         path_contains="/batch/SubmitJob",
         status=200,
@@ -67,11 +65,9 @@ def test_submit_job_answer_without_a_job_id_is_sent_again_and_converges_on_the_j
     runner = TaskRunner(lambda: _batch(batch_emulator, deferrable=deferrable))
     outcome = runner.run_try()
     assert outcome.state == "success", outcome.error
-    first, second = batch_emulator.ledger.submissions()
-    assert first.token == second.token  # the same token, sent again
-    assert outcome.result == first.external_id
-    assert batch_emulator.run(second.external_id).state == "FAILED"  # terminated as a duplicate
-    assert runner.store.data["airflow_durable.batch"]["external_id"] == first.external_id
+    (only,) = batch_emulator.ledger.submissions()
+    assert outcome.result == only.external_id
+    assert runner.store.data["airflow_durable.batch"]["external_id"] == only.external_id
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
