@@ -197,6 +197,12 @@ def side_by_side(tier: Tier) -> dict[str, CellResult]:
     return {r.dag_id: r for r in results}
 
 
+def _user_xcoms(keys: Any) -> set[str]:
+    """The XComs a user's DAG reads: not the owned trigger's note of which try deferred
+    (``airflow_durable.deferred_try``), which exists only where the last try deferred, as timing decides."""
+    return {key for key in keys or () if not str(key).startswith("airflow_durable.")}
+
+
 def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> None:
     elsewhere = sorted({deployment_of(c.fault) for c in phase_cells} - {tier.key})
     assert not elsewhere, f"cells of {elsewhere} judged while the {tier.key} deployment runs"
@@ -234,8 +240,7 @@ def _check(tier: Tier, results: list[CellResult], phase_cells: list[Cell]) -> No
                 f"{r.dag_id}: jobs={r.jobs} final={r.final_state} untracked={r.untracked} tries={r.tries} "
                 f"log_ok={r.log_ok} error={r.error!r}{why}\n{tier.task_logs(r.dag_id)[-4000:]}"
             )
-        elif r.durable_ok and before and set(before.get("xcom_keys") or ()) - set(r.xcom_keys):
-            lost = set(before["xcom_keys"]) - set(r.xcom_keys)
+        elif r.durable_ok and before and (lost := _user_xcoms(before.get("xcom_keys")) - set(r.xcom_keys)):
             problems.append(f"{r.dag_id}: lost XComs {lost}")
     # Same operator, same results: a durable cell pushes the XComs its upstream twin pushes.
     for r in results:
