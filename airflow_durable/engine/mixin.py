@@ -292,6 +292,9 @@ class DurableJobEngine:
         #: The job this try holds, and how it came to hold it (what its on_kill may cancel).
         self._durable_external_id: Any = None
         self._durable_origin: Origin = Origin.TRACKED
+        #: The held job came from a lookup of the token, not from a submit call's answer: the provider's
+        #: submit pushed none of its XComs, so the wait pushes them as a reconnecting try's does.
+        self._durable_looked_up = False
         #: Other jobs carrying this try's token (a resend's), not cancelled yet: its on_kill ends them too.
         self._durable_duplicates: tuple[Any, ...] = ()
         #: The token of the intent this try wrote or resumed, and whether its id write went through.
@@ -1393,7 +1396,11 @@ class DurableJobEngine:
             step = self._submit_generation(context, store, the_plan.salt, step)
         # A try that adopted another try's job waits like a reconnecting one: it pushed its own job's XComs.
         return self._wait(
-            context, store, step.external_id, reconnect=self._durable_origin is Origin.ADOPTED, written=step
+            context,
+            store,
+            step.external_id,
+            reconnect=self._durable_origin is Origin.ADOPTED or self._durable_looked_up,
+            written=step,
         )
 
     def _submit_generation(
@@ -1490,6 +1497,7 @@ class DurableJobEngine:
         back the job that was made; without one, the token is looked up first); doing it now, once, leaves
         the job tracked either way. A try told to stop meanwhile does not send again.
         """
+        self._durable_looked_up = False
         try:
             return self.durable_submit(context, gen.token), False
         except DurableError:
@@ -1515,6 +1523,7 @@ class DurableJobEngine:
             except Exception as err:
                 raise first from err
             if found:
+                self._durable_looked_up = True
                 self.log.warning(
                     "task %s: token %s already names %s: not sending it again",
                     self.task_id,
