@@ -10,8 +10,11 @@ engine's question about the task instance's state (``airflow_task_states``).
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 import threading
 import time
+import types
 from typing import Any
 
 import pytest
@@ -196,6 +199,39 @@ def test_a_kill_inside_the_submit_persist_window_cancels_the_job_the_try_created
     assert cancelled(case, emulator, job)
 
 
+def test_a_kill_that_interrupts_a_call_to_airflow_does_not_wait_on_it(case, emulator, monkeypatch):
+    """SIGTERM runs on_kill on the main thread, possibly inside a store call whose channel lock it then
+    holds (Airflow's comms lock is not re-entrant): on_kill must not call Airflow again (it would hang until
+    the supervisor's SIGKILL). It cannot check who owns the job then, so it leaves the job to the record."""
+    from airflow.sdk.execution_time import task_runner
+
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, False)
+    crash_once_submitted(runner)
+    killed = runner.last_operator
+    (job,) = job_ids(case, emulator)
+    lock = threading.Lock()
+    lock.acquire()  # the interrupted frame holds it
+    monkeypatch.setattr(
+        task_runner, "SUPERVISOR_COMMS", types.SimpleNamespace(_thread_lock=lock), raising=False
+    )
+    runner.store.fail_get = True  # any store read would stand for the call that hangs
+    reads = len(runner.store.calls)
+    done = threading.Event()
+    threading.Thread(target=lambda: (killed.on_kill(), done.set()), daemon=True).start()
+    assert done.wait(30), "on_kill waited on the supervisor channel"
+    assert len(runner.store.calls) == reads  # no store call at all
+    assert not cancelled(case, emulator, job)
+    assert runner.store.data[case.external_id_key]["state"] == "submitted"  # the record keeps tracking it
+
+
+def _swallow(call: Any, *args: Any) -> None:
+    try:
+        call(*args)
+    except BaseException:  # noqa: BLE001 - a try whose job was cancelled under it fails; not the point
+        pass
+
+
 @pytest.mark.parametrize("deferrable", PATHS)
 def test_a_mark_while_a_retry_writes_its_ownership_ends_the_job(case, emulator, deferrable):
     """Try 1 submits and its worker dies; try 2 reads the record and decides to reconnect; the user marks
@@ -339,6 +375,165 @@ def test_a_mark_while_a_lost_answer_is_resent_ends_every_job_of_its_token(
     jobs = job_ids(case, emulator)
     assert jobs, "the lost answer's job is missing"
     assert [job for job in jobs if not cancelled(case, emulator, job)] == [], "a job runs on after the mark"
+
+
+# --------------------------------------------------------------------------- no read failure submits
+def test_a_failed_read_of_the_providers_own_key_never_leads_to_a_submit(case, emulator):
+    """A retry with no record of ours looks for a job the provider operator's own ResumableJobMixin stored
+    (the user switched mid-retries). If that read fails, nothing is known: the try fails, submits nothing."""
+    operator = case.make(emulator, False)
+    key = type(operator)._upstream_external_id_key()
+    if key is None:
+        pytest.skip(f"the installed provider operator of {case.id} stores no job id of its own")
+    runner = runner_for(case, emulator, False)
+    runner.ti.try_number = 1  # the next try is a retry
+    real_get = runner.store.get
+
+    def get(name: str, default: Any = None) -> Any:
+        if name == key:
+            raise RuntimeError("execution API: 503 Service Unavailable")
+        return real_get(name, default)
+
+    runner.store.get = get  # type: ignore[method-assign]
+    outcome = runner.run_try()
+    assert isinstance(outcome.error, DurableStateError) and key in str(outcome.error)
+    assert job_ids(case, emulator) == []
+
+
+def test_a_failed_status_read_of_the_providers_job_never_leads_to_a_submit(case, emulator):
+    operator = case.make(emulator, False)
+    key = type(operator)._upstream_external_id_key()
+    if key is None:
+        pytest.skip(f"the installed provider operator of {case.id} stores no job id of its own")
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    upstream = runner_for(case, emulator, False)
+    crash_once_submitted(upstream)
+    (job,) = job_ids(case, emulator)
+    runner = runner_for(case, emulator, False)
+    runner.ti.try_number = 1
+    runner.store.data[key] = upstream.store.data[case.external_id_key]["external_id"]
+    emulator.faults.add(method=case.status_call[0], path_contains=case.status_call[1], status=500, times=None)
+    outcome = runner.run_try()
+    assert outcome.state == "failed"
+    assert job_ids(case, emulator) == [job]
+
+
+# --------------------------------------------------------------------------- no id is ever lost
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_clear_whose_cancel_fails_keeps_the_old_job_until_it_is_known_ended(case, emulator, deferrable):
+    """The user clears a task whose job runs; the new try's cancel of it fails. The new logical job goes on,
+    and the record keeps the old job's id (``unended``) until a later try sees that job ended."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    runner.clear()
+    failing = case.fail_cancels(emulator)
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert not cancelled(case, emulator, old)
+    stored_old = case.stored_id(old)
+    record = runner.store.data[case.external_id_key]
+    assert [entry["external_id"] for entry in record.get("unended", [])] == [stored_old], record
+    emulator.faults.remove(failing)
+    # The next logical job (another clear) ends the job the record kept, then forgets it once it ended.
+    runner.clear()
+    assert runner.run_try().state == "success"
+    assert cancelled(case, emulator, old)
+    runner.clear()
+    assert runner.run_try().state == "success"
+    assert "unended" not in runner.store.data[case.external_id_key]
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_clear_whose_old_job_cannot_be_read_still_cancels_it(case, emulator, deferrable):
+    """The user clears a task whose job runs; the new try cannot read the old job's status (the API fails
+    past the hook's retries). Unknown counts as active: the old job is cancelled, not left running beside
+    the new logical job's, and the record keeps its id until a later try sees it ended."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    runner.clear()
+
+    def a_read_of_the_old_job(request: Any) -> bool:
+        words = re.findall(r"[\w-]+", request.path + json.dumps(request.params, default=str))
+        return case.cancel_path not in request.path and str(old) in words
+
+    # As many failures as the hook's retries take to give up: the engine's read of the old job fails.
+    gives_up = case.status_errors_to_give_up_sync or case.status_errors_to_give_up
+    emulator.faults.add(status=case.transient_status, times=gives_up, predicate=a_read_of_the_old_job)
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    assert cancelled(case, emulator, old)
+    assert len(job_ids(case, emulator)) == 2
+    record = runner.store.data[case.external_id_key]
+    assert [entry["external_id"] for entry in record.get("unended", [])] == [case.stored_id(old)], record
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_retries_edit_then_a_clear_of_this_task_starts_a_new_logical_job(case, emulator, deferrable):
+    """retries=2; try 1 submits and its worker dies; the DAG file lowers retries to 1 and the user clears
+    THIS task: ``max_tries = try_number + retries`` comes out unchanged (1 + 1 = 2), and the run's
+    clear_number rises as for a clear of another task, so the numbers look like a plain retry (model
+    finding N8). Airflow renews the trace carrier of exactly the task instances a clear clears: the next
+    try starts a new logical job and ends the old one."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    settings: dict[str, Any] = {"retries": 2}
+    runner = TaskRunner(lambda: case.make(emulator, deferrable, **settings), retries=2)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    settings["retries"] = 1
+    runner.clear(retries=1)
+    assert runner.ti.max_tries == 2  # what max_tries was: the numbers cannot tell
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and case.reported(outcome) == jobs[1]
+    assert cancelled(case, emulator, old)
+    assert decisions(runner, case)[-1] == "new_epoch"
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_record_deleted_while_its_job_runs_is_not_handed_back_to_the_next_try(case, emulator, deferrable):
+    """Try 1 submits and its worker dies; the record is deleted (the Storage tab, retention) while the job
+    runs. The retry begins a new record lifetime: its token must not be try 1's, or the system's
+    idempotency key (or the token lookup) hands it the older logical job's job (model finding N3). That
+    older job is found again only from the system (issue 23's lookup)."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+    crash_once_submitted(runner)
+    (old,) = job_ids(case, emulator)
+    old_token = runner.store.data[case.external_id_key]["token"]
+    runner.store.data.clear()
+    emulator.lifecycle = case.lifecycle()
+    outcome = runner.run_try()
+    assert outcome.state == "success", outcome.error
+    jobs = job_ids(case, emulator)
+    assert len(jobs) == 2 and case.reported(outcome) == jobs[1] != old
+    assert runner.store.data[case.external_id_key]["token"] != old_token
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_read_that_fails_right_after_the_submit_leaves_the_job_recorded(case, emulator, deferrable):
+    """retries=0: the try submits, and the next status read fails past the hook's retries. On a system
+    without an idempotency key that read is the lookup that converges on one job, before the id is stored
+    (model finding N6, Batch): the try fails, but the record names the job it holds, so the orphans tool,
+    a clear's new try or a user's mark can end it."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable, retries=0)
+    method, path = case.status_call_sync or case.status_call
+    gives_up = case.status_errors_to_give_up_sync or case.status_errors_to_give_up
+    emulator.faults.add(method=method, path_contains=path, status=case.transient_status, times=gives_up)
+    runner.run_try()
+    (job,) = job_ids(case, emulator)
+    record = runner.store.data[case.external_id_key]
+    assert record["state"] in ("submitted", "done") and str(record["external_id"]) == str(
+        case.stored_id(job)
+    ), record
 
 
 def test_a_mark_while_running_ends_the_job_even_when_the_record_cannot_be_read(case, emulator):
