@@ -199,6 +199,31 @@ def test_a_kill_inside_the_submit_persist_window_cancels_the_job_the_try_created
     assert cancelled(case, emulator, job)
 
 
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_try_killed_before_it_submits_submits_nothing(case, emulator, deferrable):
+    """The user clears (or marks) a running task before its try submitted: the heartbeat's SIGTERM runs
+    on_kill (nothing to cancel yet), and Airflow's task runner lets the main thread go on until the SIGKILL.
+    That try must not submit: it could neither store the job's id (its task-instance id is superseded) nor
+    cancel it, and the next try starts a new logical job that never learns of it.
+
+    Airflow's word is what tells the try to stop: a SIGTERM while Airflow still shows the try running is
+    a shutdown, after which the try goes on and submits ("Stopped is not cancelled" in
+    docs/how-it-works.md; ``test_stops.py::test_a_shutdown_before_the_first_write_lets_the_try_go_on``).
+    So the user's mark comes before the SIGTERM here; the cell sent a bare SIGTERM before stops were told
+    apart. (A clear supersedes the try's id: its intent write fails, and it submits nothing either.)"""
+    runner = runner_for(case, emulator, deferrable)
+
+    def mark_then_sigterm(operator: Any) -> None:
+        runner.ti.state = "failed"  # the user's mark; the heartbeat's 409 → SIGTERM → on_kill
+        # The provider's own on_kill may raise with no job (Batch terminates job_id None): upstream's.
+        _swallow(operator.on_kill)
+
+    # SIGTERM while the intent write is in flight.
+    errors = held_try(runner, "submitting", mark_then_sigterm)
+    assert job_ids(case, emulator) == []
+    assert len(errors) == 1 and "not submitting" in str(errors[0]), errors
+
+
 def test_a_kill_that_interrupts_a_call_to_airflow_does_not_wait_on_it(case, emulator, monkeypatch):
     """SIGTERM runs on_kill on the main thread, possibly inside a store call whose channel lock it then
     holds (Airflow's comms lock is not re-entrant): on_kill must not call Airflow again (it would hang until
