@@ -189,14 +189,14 @@ def test_a_kill_inside_the_submit_persist_window_cancels_the_job_the_try_created
     emulator.lifecycle = case.lifecycle(active_reads=40)
     runner = runner_for(case, emulator, deferrable)
 
-    def mark_then_clear(_operator: Any) -> None:
-        runner.ti.state = "failed"  # the mark; then the clear: a new task-instance id, no state
-        runner.clear()
+    def mark_then_sigterm(operator: Any) -> None:
+        (job,) = job_ids(case, emulator)
+        runner.ti.state = "failed"  # the user marked it
+        operator.on_kill()
+        assert cancelled(case, emulator, job)
 
-    errors = held_try(runner, "submitted", mark_then_clear)
-    (job,) = job_ids(case, emulator)
-    assert len(errors) == 1 and isinstance(errors[0], DurableStateError), errors
-    assert cancelled(case, emulator, job)
+    # The try's own failure after its job was cancelled under it is not the point here.
+    held_try(runner, "submitted", mark_then_sigterm)
 
 
 @pytest.mark.parametrize("deferrable", PATHS)
@@ -595,6 +595,31 @@ def test_a_read_that_fails_right_after_the_submit_leaves_the_job_recorded(case, 
     assert record["state"] in ("submitted", "done") and str(record["external_id"]) == str(
         case.stored_id(job)
     ), record
+
+
+@pytest.mark.parametrize("deferrable", PATHS)
+def test_a_try_whose_task_was_marked_and_cleared_before_its_id_write_cancels_its_job(
+    case, emulator, deferrable
+):
+    """The user marks the running task and clears it while the try is between its submit and its id write
+    (before the heartbeat's SIGTERM): the write fails (the task-instance id is superseded), and Airflow says
+    the task has no state: cleared, no try started since. The next try is a new logical job and never
+    reaches this job by its token, so the try that made it cancels it (make explore found it on EMR steps:
+    it was left running, named by nothing).
+
+    The clear is played as Airflow does it (the run's clear_number rises): a new id and no state alone is
+    a scheduler's reset, which is not a clear (``test_stops.py::test_a_scheduler_reset_is_not_a_clear``)."""
+    emulator.lifecycle = case.lifecycle(active_reads=40)
+    runner = runner_for(case, emulator, deferrable)
+
+    def mark_then_clear(_operator: Any) -> None:
+        runner.ti.state = "failed"  # the mark; then the clear: a new task-instance id, no state
+        runner.clear()
+
+    errors = held_try(runner, "submitted", mark_then_clear)
+    (job,) = job_ids(case, emulator)
+    assert len(errors) == 1 and isinstance(errors[0], DurableStateError), errors
+    assert cancelled(case, emulator, job)
 
 
 def test_a_mark_while_running_ends_the_job_even_when_the_record_cannot_be_read(case, emulator):
