@@ -411,3 +411,106 @@ def test_links_outside_the_site_resolve():
             elif anchor and anchor not in _anchors(resolved):
                 broken.append(f"{name}: {target} (no such section)")
     assert broken == []
+
+
+# --------------------------------------------------------------------------- the tests the pages cite
+def _test_functions() -> dict[str, set[str]]:
+    """Every test function pytest collects under tests/ (module or class level of a ``test_*.py``), by name:
+    the paths (from the repository root) of the files that define it."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        scopes = [tree.body] + [node.body for node in tree.body if isinstance(node, ast.ClassDef)]
+        for node in (node for body in scopes for node in body):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                found.setdefault(node.name, set()).add(_rel(path))
+    return found
+
+
+def _test_modules() -> set[str]:
+    """The names of the test files and folders under tests/ (``test_stops`` names a file, not a test)."""
+    return {path.stem for path in (ROOT / "tests").rglob("test_*") if path.suffix in ("", ".py")}
+
+
+def _with_includes(text: str) -> str:
+    """A page's text with what it includes (``--8<-- "path"``, pymdownx.snippets from the repository
+    root) in place: an included CHANGELOG's citations are the page's, and so are an included example's
+    test functions."""
+    return re.sub(
+        r'^[ \t]*--8<--\s+"([^"]+)"[ \t]*$',
+        lambda match: (ROOT / match[1]).read_text(encoding="utf-8"),
+        text,
+        flags=re.M,
+    )
+
+
+# ``file.py::test_name`` (the file may be a path, the name may wrap to the next line after ``::``), or a
+# bare ``test_name``; ``test_name.py`` alone names a file.
+_CITED_TEST = re.compile(r"(?:(?P<file>[\w./-]*\w\.py)::\s*)?\b(?P<name>test_\w+)(?P<py>\.py)?")
+
+
+def stale_test_citations(text: str, functions: dict[str, set[str]], modules: set[str]) -> list[str]:
+    """The tests ``text`` (a page, its includes in place) cites that do not exist under tests/.
+
+    ``file.py::test_x`` must be defined in a file whose path ends with ``file.py``. A bare ``test_x`` may
+    be any test function under tests/, or a test file or folder (``test_stops``). A test function the page
+    defines itself (a user's example test, in a code block or an included example) is the page's own.
+    A file path (``test_x.py`` without ``::``) is a file, not a test: not checked here.
+    """
+    own = set(re.findall(r"\bdef (test_\w+)\s*\(", text))
+    stale = []
+    for match in _CITED_TEST.finditer(text):
+        name, cited_in = match["name"], match["file"]
+        if match["py"] and not cited_in:
+            continue
+        where = functions.get(name, set())
+        if cited_in:
+            exists = any(path == cited_in or path.endswith("/" + cited_in.lstrip("./")) for path in where)
+        else:
+            exists = bool(where) or name in modules or name in own
+        if not exists:
+            line = text.count("\n", 0, match.start()) + 1
+            stale.append(f"line {line}: {match[0].replace(chr(10), ' ')}")
+    return stale
+
+
+def test_every_test_a_page_cites_exists():
+    """A page that says which test shows a behaviour names a test that exists (a test deleted or renamed
+    leaves its citations pointing at nothing)."""
+    functions, modules = _test_functions(), _test_modules()
+    stale = {
+        _rel(page): found
+        for page in sorted((ROOT / "docs").rglob("*.md"))
+        if (
+            found := stale_test_citations(
+                _with_includes(page.read_text(encoding="utf-8")), functions, modules
+            )
+        )
+    }
+    assert stale == {}, "pages cite tests that do not exist under tests/"
+
+
+def test_the_cited_tests_check_can_fail():
+    functions = {
+        "test_a_kept_test": {"tests/conformance/test_kept.py"},
+        "test_elsewhere": {"tests/test_other.py"},
+    }
+    page = """\
+A row (`test_kept.py::test_a_kept_test`), a bare `test_a_kept_test`, a file `test_kept` and a folder
+`test_suite`; a path `tests/conformance/test_gone.py` is a file. A wrapped one: `test_kept.py::
+test_a_kept_test`. Gone: `test_kept.py::test_a_deleted_test`, a bare `test_a_renamed_test`, one in the
+wrong file `test_kept.py::test_elsewhere`, and a name broken over a line, `test_a_kept_
+test`.
+
+```python
+def test_my_dag_submits_once(emulator):  # the user's own example test
+    ...
+```
+`test_my_dag_submits_once` is that example.
+"""
+    assert stale_test_citations(page, functions, {"test_kept", "test_suite"}) == [
+        "line 3: test_kept.py::test_a_deleted_test",
+        "line 3: test_a_renamed_test",
+        "line 4: test_kept.py::test_elsewhere",
+        "line 4: test_a_kept_",
+    ]
