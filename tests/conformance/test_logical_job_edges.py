@@ -542,31 +542,13 @@ def test_a_record_deleted_while_its_job_runs_is_not_handed_back_to_the_next_try(
     assert runner.store.data[case.external_id_key]["token"] != old_token
 
 
-#: Cells of the lost-answer test that fail on the engine since 845d6ef (a regression, left to the engine).
-LOST_ANSWER_ADOPTED_WITHOUT_XCOMS = {
-    "batch": "batch_job_details",
-    "dbt_cloud_run_job": "job_run_id and job_run_url",
-}
-
-
 @pytest.mark.parametrize("deferrable", PATHS)
-def test_a_submit_whose_answer_was_lost_leaves_its_job_tracked(case, emulator, deferrable, request):
+def test_a_submit_whose_answer_was_lost_leaves_its_job_tracked(case, emulator, deferrable):
     """retries=0: the service creates the job but its answer is lost (a 5xx after the job was made), past
-    whatever the provider's client retries. The try sends the same token once more: the system's key, or
-    the lookup after submitting, hands back the job that was made, and the try goes on with it (model
-    finding N2). Before, the try failed with only the token recorded, and its job ran on untracked."""
-    if case.id in LOST_ANSWER_ADOPTED_WITHOUT_XCOMS:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "regression since 845d6ef: the job the token lookup before the resend finds ('already "
-                    "names ...: not sending it again') is carried on without the XComs the provider pushes "
-                    f"on submit ({LOST_ANSWER_ADOPTED_WITHOUT_XCOMS[case.id]}): one job and success, but "
-                    "the reported job id is missing (KeyError)"
-                ),
-            )
-        )
+    whatever the provider's client retries. The try sends the same token once more (the system's key hands
+    back the job that was made), or, without a key, looks the token up first and finds it; it goes on with
+    that job and pushes the XComs the provider's submit would have (model finding N2). Before, the try
+    failed with only the token recorded, and its job ran on untracked."""
     emulator.lifecycle = case.lifecycle()
     runner = runner_for(case, emulator, deferrable, retries=0)
     case.lose_submit_answers(emulator)
