@@ -51,19 +51,28 @@ def client_token_on(client: Any, operations: tuple[str, ...], token: str | None)
     if token is None:
         yield
         return
-    service = client.meta.service_model.service_id.hyphenize()
 
     def add_token(params: dict[str, Any], **_: Any) -> None:
         params.setdefault("ClientToken", token)
 
-    events = [f"before-parameter-build.{service}.{operation}" for operation in operations]
-    for event in events:
-        client.meta.events.register_first(event, add_token, unique_id=f"airflow-durable-token-{event}")
+    with _first_handler(client, "before-parameter-build", operations, add_token, "airflow-durable-token"):
+        yield
+
+
+@contextlib.contextmanager
+def _first_handler(
+    client: Any, event: str, operations: tuple[str, ...], handler: Callable[..., Any], unique: str
+) -> Iterator[None]:
+    """While active, ``handler`` answers ``event`` for ``operations`` on ``client`` before botocore's own."""
+    service = client.meta.service_model.service_id.hyphenize()
+    names = [f"{event}.{service}.{operation}" for operation in operations]
+    for name in names:
+        client.meta.events.register_first(name, handler, unique_id=f"{unique}-{name}")
     try:
         yield
     finally:
-        for event in events:
-            client.meta.events.unregister(event, unique_id=f"airflow-durable-token-{event}")
+        for name in names:
+            client.meta.events.unregister(name, unique_id=f"{unique}-{name}")
 
 
 def _may_have_taken_effect(caught_exception: BaseException | None, response: Any) -> bool:
@@ -87,20 +96,13 @@ def sent_once(client: Any, operations: tuple[str, ...]) -> Iterator[None]:
     """While active, botocore resends ``operations`` on ``client`` only when the failed attempt cannot have
     made a job (a connection never made, a throttled request); any other failure is raised to the engine,
     which looks the job up before it sends the request again."""
-    service = client.meta.service_model.service_id.hyphenize()
 
     def no_blind_resend(caught_exception: BaseException | None = None, response: Any = None, **_: Any) -> Any:
         # ``False`` answers "do not retry" and ends the search for an answer; ``None`` leaves it to botocore.
         return False if _may_have_taken_effect(caught_exception, response) else None
 
-    events = [f"needs-retry.{service}.{operation}" for operation in operations]
-    for event in events:
-        client.meta.events.register_first(event, no_blind_resend, unique_id=f"airflow-durable-once-{event}")
-    try:
+    with _first_handler(client, "needs-retry", operations, no_blind_resend, "airflow-durable-once"):
         yield
-    finally:
-        for event in events:
-            client.meta.events.unregister(event, unique_id=f"airflow-durable-once-{event}")
 
 
 def execute_query(hook: Any, token: str | None, **kwargs: Any) -> Any:

@@ -103,6 +103,8 @@ class SystemCase:
     #: Operator arguments that turn the client's own retries on and, where the client applies one, make it
     #: stop reading an answer after 1 s (``{}``: the case declares none, and the lost-answer cells skip it).
     slow_client: dict[str, Any] = field(default_factory=dict)
+    #: Whether ``slow_client`` makes the client stop reading after 1 s (False: it retries, never times out).
+    slow_client_times_out: bool = True
     #: Whether a ledger token is one of our durable tokens (degraded runs must send none).
     is_durable_token: Callable[[Any], bool] = lambda token: token is not None and "afd-" in str(token)
 

@@ -41,6 +41,7 @@ CASES: list[SystemCase] = [
         id="dbt_cloud_run_job",
         # The sync hook ignores timeout_seconds (its get_conn drops the request options): retries only.
         slow_client={"hook_params": {"timeout_seconds": 1, "retry_limit": 3, "retry_delay": 0.1}},
+        slow_client_times_out=False,
         emulator_fixture="dbt_cloud_emulator",
         make=_dbt_cloud_run_job,
         initial="QUEUED",
